@@ -1,0 +1,31 @@
+"""streamkm: streaming kernel k-means.
+
+Sliding-window mini-batch kernel k-means (``MiniBatchKernelKMeans``) usable embedded
+(``partial_fit`` / ``predict``) or as a long-running service (``streamkm run``).
+"""
+
+from __future__ import annotations
+
+from streamkm._version import __version__
+from streamkm.exceptions import (
+    CheckpointError,
+    ConfigError,
+    DecodeError,
+    NotFittedError,
+    ParameterError,
+    StateError,
+    StreamkmError,
+    ValidationError,
+)
+
+__all__ = [
+    "__version__",
+    "CheckpointError",
+    "ConfigError",
+    "DecodeError",
+    "NotFittedError",
+    "ParameterError",
+    "StateError",
+    "StreamkmError",
+    "ValidationError",
+]

@@ -1,0 +1,101 @@
+"""Input and parameter checks shared by the estimators."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from streamkm.exceptions import ParameterError, ValidationError
+
+__all__ = ["check_array", "check_random_state", "check_int", "check_float", "check_choice"]
+
+
+def check_array(x: Any, *, name: str = "X", n_features: int | None = None) -> np.ndarray:
+    """Return ``x`` as a C-contiguous 2-D float32 or float64 array with finite values.
+
+    float32 input stays float32, everything else numeric becomes float64. Raises
+    :class:`ValidationError` quoting the problem: not 2-D, not numeric, empty, NaN/Inf
+    (with the first offending position), or a feature count other than ``n_features``.
+    """
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{name} could not be converted to an array: {exc}") from exc
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
+    ):
+        raise ValidationError(f"{name} must be numeric, got dtype {arr.dtype!s}")
+    if np.iscomplexobj(arr):
+        raise ValidationError(f"{name} must be real, got dtype {arr.dtype!s}")
+    if arr.ndim != 2:
+        raise ValidationError(
+            f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape!r}"
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValidationError(f"{name} must be non-empty, got shape {arr.shape!r}")
+    dtype = np.float32 if arr.dtype == np.float32 else np.float64
+    arr = np.ascontiguousarray(arr, dtype=dtype)
+    if not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValidationError(
+            f"{name} must be finite, got {arr[bad[0], bad[1]]!r} at row {int(bad[0])}, "
+            f"column {int(bad[1])}"
+        )
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValidationError(
+            f"{name} has {arr.shape[1]} features, but the model was fitted with "
+            f"{n_features} features"
+        )
+    return arr
+
+
+def check_random_state(seed: Any) -> np.random.Generator:
+    """A numpy Generator from None, an int seed or a Generator."""
+    if seed is None or isinstance(seed, (numbers.Integral, np.integer)):
+        if seed is not None and int(seed) < 0:
+            raise ParameterError(f"random_state must be a non-negative int, got {seed!r}")
+        return np.random.default_rng(None if seed is None else int(seed))
+    if isinstance(seed, np.random.Generator):
+        return seed
+    raise ParameterError(
+        f"random_state must be None, an int or a numpy Generator, got {seed!r}"
+    )
+
+
+def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:
+    """``value`` as an int within [low, high], else a ParameterError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise ParameterError(f"{name} must be an int, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ParameterError(f"{name} must be {bounds}, got {value!r}")
+    return int(value)
+
+
+def check_float(
+    value: Any, name: str, *, low: float | None = None, high: float | None = None,
+    low_inclusive: bool = True,
+) -> float:
+    """``value`` as a finite float within bounds, else a ParameterError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise ParameterError(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    ok = np.isfinite(v)
+    if ok and low is not None:
+        ok = v >= low if low_inclusive else v > low
+    if ok and high is not None:
+        ok = v <= high
+    if not ok:
+        op = ">=" if low_inclusive else ">"
+        bounds = "finite" if low is None else f"{op} {low}" + ("" if high is None else f" and <= {high}")
+        raise ParameterError(f"{name} must be {bounds}, got {value!r}")
+    return v
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices``, else a ParameterError naming it."""
+    if not isinstance(value, str) or value not in choices:
+        raise ParameterError(f"{name} must be one of {choices}, got {value!r}")
+    return value

@@ -1,0 +1,1 @@
+"""Batch (offline) clustering algorithms: the foundations and exact baselines."""

@@ -1,0 +1,51 @@
+"""The error hierarchy of streamkm.
+
+Every error raised on purpose by streamkm derives from :class:`StreamkmError` and from
+the builtin exception a caller would naturally catch (``ValueError`` for bad values,
+``AttributeError`` for use before fitting, ...). Messages quote the offending value.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StreamkmError",
+    "ValidationError",
+    "ParameterError",
+    "NotFittedError",
+    "StateError",
+    "ConfigError",
+    "CheckpointError",
+    "DecodeError",
+]
+
+
+class StreamkmError(Exception):
+    """Base class of every error streamkm raises on purpose."""
+
+
+class ValidationError(StreamkmError, ValueError):
+    """Input data is not acceptable (not 2-D, not finite, wrong feature count, ...)."""
+
+
+class ParameterError(StreamkmError, ValueError):
+    """A constructor or function parameter has a bad value."""
+
+
+class NotFittedError(StreamkmError, AttributeError):
+    """The estimator is used before it was fitted."""
+
+
+class StateError(StreamkmError, ValueError):
+    """A saved state is malformed, corrupt, or of an unsupported format version."""
+
+
+class ConfigError(StreamkmError, ValueError):
+    """A service configuration key has a bad value or is unknown."""
+
+
+class CheckpointError(StreamkmError, OSError):
+    """No usable checkpoint could be written or read."""
+
+
+class DecodeError(StreamkmError, ValueError):
+    """A raw record could not be decoded into a feature vector."""
