@@ -1,0 +1,92 @@
+"""Pickle-free persistence of arrays plus JSON metadata in one ``.npz`` file.
+
+The file holds the named arrays and one extra uint8 array ``__meta__.json`` with the UTF-8
+JSON metadata, which records the SHA-256 of every array's bytes, dtype and shape. Files are
+loaded with ``allow_pickle=False``; any mismatch raises :class:`StateError`. Writes go to a
+temporary file in the same folder, are fsynced, then renamed over the target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamkm.exceptions import StateError
+
+__all__ = ["array_digest", "write_npz_atomic", "read_npz", "fsync_dir"]
+
+_META_KEY = "__meta__.json"
+
+
+def array_digest(arr: np.ndarray) -> str:
+    """SHA-256 over an array's dtype, shape and C-order bytes."""
+    h = hashlib.sha256()
+    h.update(f"{arr.dtype.str}|{arr.shape}|".encode())
+    h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename inside it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _encode(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> bytes:
+    if _META_KEY in arrays:
+        raise StateError(f"array name {_META_KEY!r} is reserved")
+    for name, arr in arrays.items():
+        if not isinstance(arr, np.ndarray) or arr.dtype.hasobject:
+            raise StateError(f"array {name!r} must be a non-object numpy array, got {type(arr)!r}")
+    full_meta = dict(meta)
+    full_meta["__digests__"] = {name: array_digest(a) for name, a in arrays.items()}
+    blob = json.dumps(full_meta, sort_keys=True, allow_nan=False).encode()
+    buf = io.BytesIO()
+    np.savez(buf, **arrays, **{_META_KEY: np.frombuffer(blob, dtype=np.uint8)})
+    return buf.getvalue()
+
+
+def write_npz_atomic(path: str | os.PathLike[str], arrays: dict[str, np.ndarray],
+                     meta: dict[str, Any]) -> None:
+    """Write ``arrays`` and JSON-able ``meta`` to ``path`` atomically (temp, fsync, rename)."""
+    target = Path(path)
+    data = _encode(arrays, meta)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    fsync_dir(target.parent)
+
+
+def read_npz(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read a file written by :func:`write_npz_atomic`, verifying every digest."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise StateError(f"cannot read state file {str(path)!r}: {exc}") from exc
+    if _META_KEY not in arrays:
+        raise StateError(f"state file {str(path)!r} has no {_META_KEY!r} entry")
+    try:
+        meta = json.loads(arrays.pop(_META_KEY).tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StateError(f"state file {str(path)!r} has corrupt metadata: {exc}") from exc
+    digests = meta.pop("__digests__", None)
+    if not isinstance(digests, dict) or set(digests) != set(arrays):
+        raise StateError(f"state file {str(path)!r}: array list does not match its digests")
+    for name, arr in arrays.items():
+        if array_digest(arr) != digests[name]:
+            raise StateError(f"state file {str(path)!r}: array {name!r} fails its SHA-256 check")
+    return arrays, meta
