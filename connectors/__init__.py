@@ -1,0 +1,1 @@
+"""Sources and sinks of streamkm (file tailer, Kafka), installed as ``streamkm_connectors``."""

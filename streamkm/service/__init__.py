@@ -1,0 +1,1 @@
+"""The long-running service: config, runtime loop, checkpoints, sinks, metrics."""
