@@ -1,0 +1,109 @@
+"""The source protocol: where raw records come from and how a reader resumes.
+
+A *source* (a Kafka topic, a set of tailed files) is a factory of *partitions*
+(bytewax's model). Each partition hands out framed records in order and can describe,
+as a JSON-able *snapshot*, the position just after the last record it handed out. The
+service stores the snapshots of all partitions inside its checkpoint, together with the
+model that has seen exactly those records. After a crash it rebuilds every partition
+from its saved snapshot only (never from live objects), and the partition continues with
+the record right after the checkpoint: no record is lost and none is seen twice.
+
+The contract every implementation keeps:
+
+* :meth:`SourcePartition.next_batch` never blocks for long (it returns ``[]`` when
+  nothing new is available) and never returns more than ``max_records`` records.
+* :meth:`SourcePartition.snapshot` reflects exactly the records handed out so far.
+  Bytes read ahead but not yet returned are *not* part of it, so a partition rebuilt
+  from the snapshot reads them again.
+* :meth:`Source.build_part` with ``resume_state=None`` starts fresh (where "fresh" is a
+  source option, e.g. the beginning or the end of the input); with a snapshot it resumes
+  exactly after the last record of that snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["RawRecord", "SourcePartition", "Source", "OVERSIZED", "TRUNCATED", "ERROR_PREFIX_BYTES"]
+
+#: ``RawRecord.error`` of a record longer than the source's size limit; ``value`` then
+#: holds only a prefix of at most :data:`ERROR_PREFIX_BYTES` bytes.
+OVERSIZED = "oversized"
+#: ``RawRecord.error`` of an incomplete last record of a file that will never be completed
+#: (the file was rotated away or deleted while its last line had no newline yet).
+TRUNCATED = "truncated"
+#: Largest ``value`` a record with an ``error`` carries.
+ERROR_PREFIX_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One framed record as delivered by a source, before decoding.
+
+    Attributes
+    ----------
+    value : bytes
+        The record: a line without its newline, or one fixed-size binary record, or a
+        Kafka message value. When ``error`` is set it holds only a prefix of at most
+        1 KiB, for the dead-letter sink.
+    key : str or None
+        Transport key if the transport has one (the Kafka message key); ``None`` for files.
+    position : dict
+        JSON-able description of where the record came from, e.g.
+        ``{"partition": "logs/*.jsonl", "file": "logs/a.jsonl", "offset": 1234}`` (byte
+        offset of the record's first byte) or ``{"partition": 3, "offset": 99}`` (Kafka).
+        Used to derive ids and to report bad records.
+    error : str or None
+        A framing-level problem found by the source: ``"oversized"`` (the record exceeded
+        the size limit and was skipped) or ``"truncated"`` (an incomplete last record of a
+        file that was rotated away). ``None`` if the record is fine.
+    """
+
+    value: bytes
+    key: str | None
+    position: dict[str, Any]
+    error: str | None = None
+
+
+@runtime_checkable
+class SourcePartition(Protocol):
+    """One independently readable, independently resumable part of a source."""
+
+    def next_batch(self, max_records: int) -> list[RawRecord]:
+        """Return up to ``max_records`` new records, in order; ``[]`` if none are ready.
+
+        Never blocks for long and never returns more than ``max_records`` records.
+        """
+        ...
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able resume state: the position just after the last record returned.
+
+        Passing it to :meth:`Source.build_part` gives a partition that continues exactly
+        with the next record (no loss, no duplicate).
+        """
+        ...
+
+    def lag(self) -> float | None:
+        """How far behind the end of the input the partition is (bytes for files,
+        messages for Kafka), or ``None`` if unknown."""
+        ...
+
+    def close(self) -> None:
+        """Release file handles / connections. The partition is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A factory of partitions."""
+
+    def list_parts(self) -> list[str]:
+        """The partition keys, stable across restarts of the same configuration."""
+        ...
+
+    def build_part(self, part_key: str, resume_state: dict[str, Any] | None) -> SourcePartition:
+        """Build partition ``part_key``, resuming from ``resume_state`` (a value previously
+        returned by :meth:`SourcePartition.snapshot`) or starting fresh if ``None``."""
+        ...
