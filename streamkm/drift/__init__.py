@@ -1,1 +1,29 @@
 """Drift handling: RTMM initial pairs, kernel bisection, drift monitors and Ward merges (seeds 001, 003)."""
+
+from __future__ import annotations
+
+from streamkm.drift.bisect import BisectResult, kernel_bisect
+from streamkm.drift.rscd import rscd_pairs
+from streamkm.drift.rtmm import (
+    pair_count,
+    pair_to_serial,
+    pairs_to_serials,
+    rtmm_pairs,
+    serial_to_pair,
+    serials_to_pairs,
+)
+from streamkm.drift.two_means import TwoMeansRuns, kernel_2means_from_pairs
+
+__all__ = [
+    "BisectResult",
+    "TwoMeansRuns",
+    "kernel_2means_from_pairs",
+    "kernel_bisect",
+    "pair_count",
+    "pair_to_serial",
+    "pairs_to_serials",
+    "rscd_pairs",
+    "rtmm_pairs",
+    "serial_to_pair",
+    "serials_to_pairs",
+]

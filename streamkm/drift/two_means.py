@@ -1,0 +1,179 @@
+"""Kernel 2-means (Lloyd in feature space) from many initial pairs at once.
+
+Each run starts from two rows as the two centers and alternates assignment and mean
+update on a precomputed kernel matrix K. For a cluster c with indicator z and size n_c,
+the squared feature-space distance of row p to the cluster mean is
+``K[p, p] - 2 (K z)[p] / n_c + z^T K z / n_c^2``, so one iteration of all runs is one GEMM
+``Z @ K`` with the (runs, n) indicator matrix Z of the second clusters (the first
+cluster's sums follow from the row sums of K).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streamkm._validation import check_int
+from streamkm.exceptions import ParameterError, ValidationError
+
+__all__ = ["TwoMeansRuns", "check_kernel_matrix", "kernel_2means_from_pairs"]
+
+# Bound on the (runs x n) work arrays of one chunk of runs, in elements.
+_CHUNK_ELEMENTS = 2**21
+
+
+@dataclass(frozen=True)
+class TwoMeansRuns:
+    """Results of kernel 2-means runs, one per initial pair.
+
+    Attributes
+    ----------
+    labels : ndarray of int64, shape (n_runs, n)
+        Final cluster (0 or 1) of every row; cluster 0 started at the pair's first row.
+    sse : ndarray of float64, shape (n_runs,)
+        Kernel-space sum of squared distances of the rows to their cluster means.
+    n_iter : ndarray of int64, shape (n_runs,)
+        Lloyd iterations run (stops when no label changes, or at ``max_iter``).
+    """
+
+    labels: np.ndarray
+    sse: np.ndarray
+    n_iter: np.ndarray
+
+
+def check_kernel_matrix(kernel_matrix: Any) -> np.ndarray:
+    """``kernel_matrix`` as a C-contiguous float64 (n, n) array with finite values."""
+    k = np.asarray(kernel_matrix)
+    if k.ndim != 2 or k.shape[0] != k.shape[1]:
+        raise ValidationError(f"kernel_matrix must be square (n, n), got shape {k.shape!r}")
+    if not (np.issubdtype(k.dtype, np.floating) or np.issubdtype(k.dtype, np.integer)):
+        raise ValidationError(f"kernel_matrix must be real numbers, got dtype {k.dtype!s}")
+    k = np.ascontiguousarray(k, dtype=np.float64)
+    if not np.isfinite(k).all():
+        bad = np.argwhere(~np.isfinite(k))[0]
+        raise ValidationError(
+            f"kernel_matrix must be finite, got {k[bad[0], bad[1]]!r} at "
+            f"({int(bad[0])}, {int(bad[1])})"
+        )
+    return k
+
+
+def _check_pairs(pairs: Any, n: int) -> np.ndarray:
+    p = np.asarray(pairs)
+    if p.ndim != 2 or p.shape[1] != 2:
+        raise ParameterError(f"pairs must have shape (m, 2), got {p.shape!r}")
+    if p.size and not np.issubdtype(p.dtype, np.integer):
+        raise ParameterError(f"pairs must be integers, got dtype {p.dtype!s}")
+    p = p.astype(np.int64, copy=False)
+    bad = (p < 0).any(axis=1) | (p >= n).any(axis=1) | (p[:, 0] == p[:, 1])
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ParameterError(
+            f"pairs must hold two different row indices in [0, {n}), got "
+            f"({int(p[k, 0])}, {int(p[k, 1])}) at row {k}"
+        )
+    return p
+
+
+def _split_sums(
+    in_second: np.ndarray, kernel_matrix: np.ndarray, row_sums: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Per run: K-sums of every row against each cluster, cluster sizes, within-cluster sums."""
+    z = in_second.astype(np.float64)
+    to_second = z @ kernel_matrix
+    to_first = row_sums - to_second
+    size_second = z.sum(axis=1)
+    size_first = kernel_matrix.shape[0] - size_second
+    within_second = np.einsum("ij,ij->i", z, to_second)
+    within_first = np.einsum("ij,ij->i", 1.0 - z, to_first)
+    return to_first, to_second, size_first, size_second, within_first, within_second
+
+
+def _distance_to_mean(to_cluster: np.ndarray, size: np.ndarray, within: np.ndarray) -> np.ndarray:
+    """Squared distance to a cluster mean minus K[p, p]; +inf for an empty cluster."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dist = (within / size**2)[:, None] - (2.0 / size)[:, None] * to_cluster
+    dist[size == 0] = np.inf
+    return dist
+
+
+def _split_sse(
+    trace: float, size: tuple[np.ndarray, np.ndarray], within: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    sse = np.full(size[0].shape, trace)
+    for size_c, within_c in zip(size, within):
+        nonempty = size_c > 0
+        sse[nonempty] -= within_c[nonempty] / size_c[nonempty]
+    return np.maximum(sse, 0.0)
+
+
+def _run_chunk(
+    kernel_matrix: np.ndarray, row_sums: np.ndarray, pairs: np.ndarray, max_iter: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    diag = np.diagonal(kernel_matrix)
+    first, second = pairs[:, 0], pairs[:, 1]
+    dist_first = diag[first][:, None] - 2.0 * kernel_matrix[first]
+    dist_second = diag[second][:, None] - 2.0 * kernel_matrix[second]
+    in_second = dist_second < dist_first
+    n_iter = np.zeros(len(pairs), dtype=np.int64)
+    active = np.arange(len(pairs))
+    for _ in range(max_iter):
+        if active.size == 0:
+            break
+        current = in_second[active]
+        to_first, to_second, size_first, size_second, within_first, within_second = (
+            _split_sums(current, kernel_matrix, row_sums)
+        )
+        dist_first = _distance_to_mean(to_first, size_first, within_first)
+        dist_second = _distance_to_mean(to_second, size_second, within_second)
+        # ties keep the current cluster, so the objective never increases and runs cannot cycle
+        updated = np.where(dist_second < dist_first, True, np.where(dist_first < dist_second, False, current))
+        changed = (updated != current).any(axis=1)
+        in_second[active] = updated
+        n_iter[active] += 1
+        active = active[changed]
+    _, _, size_first, size_second, within_first, within_second = _split_sums(
+        in_second, kernel_matrix, row_sums
+    )
+    sse = _split_sse(
+        float(diag.sum()), (size_first, size_second), (within_first, within_second)
+    )
+    return in_second.astype(np.int64), sse, n_iter
+
+
+def kernel_2means_from_pairs(
+    kernel_matrix: Any, pairs: Any, *, max_iter: int = 50
+) -> TwoMeansRuns:
+    """Run kernel 2-means once from each initial pair, all runs batched.
+
+    Parameters
+    ----------
+    kernel_matrix : array-like, shape (n, n)
+        Symmetric positive semi-definite kernel matrix of the rows.
+    pairs : array-like of int, shape (m, 2)
+        Initial centers: row indices (a, b), a != b; repeats are allowed.
+    max_iter : int
+        Largest number of Lloyd iterations per run (>= 1).
+
+    Returns
+    -------
+    TwoMeansRuns
+        Labels, SSE and iteration count of every run, in the order of ``pairs``.
+    """
+    k = check_kernel_matrix(kernel_matrix)
+    p = _check_pairs(pairs, k.shape[0])
+    max_iter = check_int(max_iter, "max_iter", low=1)
+    n, m = k.shape[0], p.shape[0]
+    labels = np.empty((m, n), dtype=np.int64)
+    sse = np.empty(m, dtype=np.float64)
+    n_iter = np.empty(m, dtype=np.int64)
+    row_sums = k.sum(axis=1)
+    chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
+    for start in range(0, m, chunk):
+        stop = min(start + chunk, m)
+        labels[start:stop], sse[start:stop], n_iter[start:stop] = _run_chunk(
+            k, row_sums, p[start:stop], max_iter
+        )
+    return TwoMeansRuns(labels=labels, sse=sse, n_iter=n_iter)
