@@ -1,0 +1,188 @@
+"""``streamkm demo``: a drifting non-linear stream written to a file and clustered live.
+
+The generator appends JSON lines ``{"id": <n>, "x": [x0, x1]}`` to ``<state>/stream.jsonl``
+at a given rate while the service tails that file. The stream has four groups:
+
+* two interleaving half-moons that slowly rock back and forth (non-linear clusters),
+* a ring around them whose radius breathes,
+* a blob on the right that, after ``split_after`` records, drifts apart into two blobs
+  (a cluster splitting in two: the drift handling will react to it).
+
+A small fraction of lines is deliberately malformed to exercise the dead-letter path.
+Record ``n`` is a pure function of ``n`` and the seed, so a restarted demo continues the
+same stream.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from streamkm.service.config import ServiceConfig, config_from_mapping
+
+__all__ = ["DriftingStream", "StreamWriter", "StatusLine", "demo_config"]
+
+_BAD_LINES = (b'{"id": "bad", "x": [1.0', b'{"x": [NaN, 1.0]}', b'{"x": [1.0, 2.0, 3.0]}',
+              b"\xff\xfe not utf-8", b'{"x": [1e300, 0.0]}')
+
+
+class DriftingStream:
+    """Deterministic generator of the demo's records.
+
+    Parameters
+    ----------
+    seed : int
+        Seed of the noise.
+    period : int
+        Records per full rocking cycle of the moons and breathing cycle of the ring.
+    split_after : int
+        Record index from which the right-hand blob starts splitting in two.
+    bad_fraction : float
+        Fraction of lines that are malformed on purpose.
+    """
+
+    def __init__(self, *, seed: int = 0, period: int = 60_000, split_after: int = 30_000,
+                 bad_fraction: float = 0.001) -> None:
+        self.seed = seed
+        self.period = period
+        self.split_after = split_after
+        self.bad_fraction = bad_fraction
+
+    def points(self, start: int, count: int) -> np.ndarray:
+        """Rows ``start .. start + count - 1`` of the stream, shape (count, 2)."""
+        n = np.arange(start, start + count)
+        rng = np.random.default_rng([self.seed, start])
+        group = rng.integers(0, 4, size=count)
+        u = rng.uniform(0.0, math.pi, size=count)
+        noise = rng.normal(0.0, 0.08, size=(count, 2))
+        phase = 2 * math.pi * n / self.period
+        out = np.empty((count, 2))
+        upper = np.c_[np.cos(u), np.sin(u)]
+        lower = np.c_[1 - np.cos(u), 0.5 - np.sin(u)]
+        moons = np.where((group == 0)[:, None], upper, lower) - [0.5, 0.25]
+        angle = 0.35 * np.sin(phase)
+        rot = np.stack([np.cos(angle), -np.sin(angle), np.sin(angle), np.cos(angle)], axis=1)
+        rotated = np.einsum("nij,nj->ni", rot.reshape(-1, 2, 2), moons)
+        out[:] = rotated
+        ring = group == 2
+        radius = 3.0 + 0.3 * np.sin(phase[ring])
+        theta = 2 * u[ring]
+        out[ring] = np.c_[radius * np.cos(theta), radius * np.sin(theta)]
+        blob = group == 3
+        spread = np.clip((n[blob] - self.split_after) / (self.period / 4), 0.0, 1.0) * 1.5
+        side = np.where(rng.random(count)[blob] < 0.5, -1.0, 1.0)
+        out[blob] = np.c_[np.full(blob.sum(), 6.0), side * spread] + rng.normal(
+            0.0, 0.25, size=(blob.sum(), 2))
+        return out + noise
+
+    def lines(self, start: int, count: int) -> bytes:
+        """JSON lines for rows ``start .. start + count - 1`` (some malformed on purpose)."""
+        pts = self.points(start, count)
+        rng = np.random.default_rng([self.seed, start, 1])
+        bad = rng.random(count) < self.bad_fraction
+        out = []
+        for i, (x0, x1) in enumerate(pts.tolist()):
+            if bad[i]:
+                out.append(_BAD_LINES[(start + i) % len(_BAD_LINES)])
+            else:
+                out.append(f'{{"id":{start + i},"x":[{x0:.6f},{x1:.6f}]}}'.encode())
+        return b"\n".join(out) + b"\n"
+
+
+def _count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with open(path, "rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+
+
+class StreamWriter(threading.Thread):
+    """Appends the demo stream to ``path`` at ``rate`` records per second."""
+
+    def __init__(self, path: Path, stream: DriftingStream, rate: float,
+                 stop: threading.Event) -> None:
+        super().__init__(name="streamkm-demo-writer", daemon=True)
+        self.path = path
+        self.stream = stream
+        self.rate = rate
+        self.stop_event = stop
+        self.written = _count_lines(path)
+
+    def run(self) -> None:
+        tick = 0.1
+        owed = 0.0
+        with open(self.path, "ab") as fh:
+            while not self.stop_event.wait(tick):
+                owed += self.rate * tick
+                count = int(owed)
+                if count <= 0:
+                    continue
+                owed -= count
+                fh.write(self.stream.lines(self.written, count))
+                fh.flush()
+                self.written += count
+
+
+class StatusLine(threading.Thread):
+    """Rewrites one terminal line about once a second with the service's progress."""
+
+    def __init__(self, service: Any, stop: threading.Event, out: TextIO = sys.stdout) -> None:
+        super().__init__(name="streamkm-demo-status", daemon=True)
+        self.service = service
+        self.stop_event = stop
+        self.out = out
+
+    def render(self, rate: float) -> str:
+        """The status text for a measured ``rate`` (records per second)."""
+        s = self.service.status
+        objective = "-" if s.objective is None else f"{s.objective:.4f}"
+        return (f"records/s {rate:7.0f} | accepted {s.records_accepted:9d} | "
+                f"rejected {s.records_rejected:5d} | objective {objective} | "
+                f"converged {'yes' if s.converged else 'no '} | clusters {s.clusters} | "
+                f"step {s.step}")
+
+    def run(self) -> None:
+        tty = self.out.isatty()
+        last_time, last_read = time.monotonic(), self.service.status.records_read
+        while not self.stop_event.wait(1.0):
+            now, read = time.monotonic(), self.service.status.records_read
+            rate = (read - last_read) / max(now - last_time, 1e-9)
+            last_time, last_read = now, read
+            line = self.render(rate)
+            self.out.write(("\r\x1b[2K" + line) if tty else line + "\n")
+            self.out.flush()
+        if tty:
+            self.out.write("\n")
+            self.out.flush()
+
+
+def demo_config(state_dir: Path, *, metrics_port: int, batch_size: int = 512,
+                env: dict[str, str] | None = None) -> ServiceConfig:
+    """The demo's service configuration: everything under ``state_dir``."""
+    raw = {
+        "source": {"paths": ["stream.jsonl"], "poll_interval_ms": 20},
+        "decoding": {"format": "json", "dim": 2},
+        "model": {"n_clusters": 4, "kernel": "rbf", "tau": 200, "random_state": 0},
+        "batching": {"batch_size": batch_size, "max_wait_ms": 1000},
+        "checkpoint": {"dir": "checkpoints", "every_batches": 20, "every_seconds": 10,
+                       "keep": 3},
+        "sinks": {"assignments": "assignments.jsonl", "events": "events.jsonl",
+                  "dead_letter": "dead_letter.jsonl"},
+        "metrics": {"enabled": True, "address": "127.0.0.1", "port": metrics_port},
+        "logging": {"level": "warning"},
+    }
+    return config_from_mapping(raw, env=env if env is not None else dict(os.environ),
+                               base_dir=state_dir, where="of the demo")
+
+
+def dump_config(config: ServiceConfig) -> str:
+    """The configuration as JSON (for the demo's state folder, to show what ran)."""
+    return json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True)

@@ -1,0 +1,127 @@
+"""Prometheus metrics of the service, on an injectable :class:`CollectorRegistry`.
+
+Every metric is documented in ``docs/metrics.md``. Labels are bounded: ``reason`` takes the
+values of :class:`streamkm.decoding.RejectReason`, ``kind`` is ``converged`` or ``woke``,
+``partition`` is one of the source's partitions (a fixed list per process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from threading import Thread
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import start_http_server
+
+from streamkm._version import __version__
+
+__all__ = ["ServiceMetrics", "MetricsServer", "start_metrics_server"]
+
+_BATCH_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                          2.5, 5.0, 10.0)
+_CHECKPOINT_SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                               5.0, 10.0, 30.0)
+
+
+class ServiceMetrics:
+    """All metrics of one service process.
+
+    Parameters
+    ----------
+    registry : CollectorRegistry, optional
+        Where the metrics are registered; a fresh private registry when omitted (tests and
+        embedding applications pass their own).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.records_read = Counter(
+            "streamkm_records_read", "Raw records read from the source.", registry=r)
+        self.records_accepted = Counter(
+            "streamkm_records_accepted", "Records decoded, validated and given to the model.",
+            registry=r)
+        self.records_rejected = Counter(
+            "streamkm_records_rejected", "Records sent to the dead-letter sink, by reason.",
+            ["reason"], registry=r)
+        self.batches = Counter(
+            "streamkm_batches", "Mini-batches processed.", registry=r)
+        self.batch_processing_seconds = Histogram(
+            "streamkm_batch_processing_seconds",
+            "Wall time to process one batch (model step and sink writes), in seconds.",
+            buckets=_BATCH_SECONDS_BUCKETS, registry=r)
+        self.batch_objective = Gauge(
+            "streamkm_batch_objective",
+            "Mean squared kernel distance of the last batch to its centers, before the update.",
+            registry=r)
+        self.model_converged = Gauge(
+            "streamkm_model_converged", "1 while the model is converged (assign only), else 0.",
+            registry=r)
+        self.model_transitions = Counter(
+            "streamkm_model_transitions", "Model state changes, by kind (converged, woke).",
+            ["kind"], registry=r)
+        self.model_steps = Gauge(
+            "streamkm_model_steps", "Mini-batch steps the model has taken (its version).",
+            registry=r)
+        self.clusters = Gauge(
+            "streamkm_clusters", "Number of clusters in the model.", registry=r)
+        self.source_lag = Gauge(
+            "streamkm_source_lag",
+            "Input not yet read, per source partition (bytes for files, messages for Kafka).",
+            ["partition"], registry=r)
+        self.checkpoint_duration_seconds = Histogram(
+            "streamkm_checkpoint_duration_seconds",
+            "Wall time to write one checkpoint (sink fsync included), in seconds.",
+            buckets=_CHECKPOINT_SECONDS_BUCKETS, registry=r)
+        self.checkpoint_last_success_timestamp_seconds = Gauge(
+            "streamkm_checkpoint_last_success_timestamp_seconds",
+            "Unix time of the last successful checkpoint.", registry=r)
+        self.checkpoints = Counter(
+            "streamkm_checkpoints", "Checkpoints written successfully.", registry=r)
+        self.checkpoint_failures = Counter(
+            "streamkm_checkpoint_failures", "Checkpoint writes that failed.", registry=r)
+        self.checkpoint_corrupt = Counter(
+            "streamkm_checkpoint_corrupt",
+            "Checkpoint files found unreadable or corrupt at restore (skipped for an older one).",
+            registry=r)
+        self.build_info = Info(
+            "streamkm_build", "Version of streamkm running.", registry=r)
+        self.build_info.info({"version": __version__})
+        for kind in ("converged", "woke"):
+            self.model_transitions.labels(kind=kind)
+
+    def init_reasons(self, reasons: list[str]) -> None:
+        """Create the ``reason`` series at 0 so rates work from the first rejection."""
+        for reason in reasons:
+            self.records_rejected.labels(reason=reason)
+
+
+@dataclass
+class MetricsServer:
+    """A running metrics HTTP server."""
+
+    server: Any
+    thread: Thread
+    address: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        """The scrape URL."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def start_metrics_server(registry: CollectorRegistry, address: str = "127.0.0.1",
+                         port: int = 0) -> MetricsServer:
+    """Serve ``registry`` over HTTP on ``address:port`` (0 = a free port) in a daemon thread."""
+    server, thread = start_http_server(port, addr=address, registry=registry)
+    return MetricsServer(server=server, thread=thread, address=address,
+                         port=int(server.server_port))

@@ -1,0 +1,75 @@
+"""The sink protocol: where assignments, lifecycle events and dead letters go.
+
+A sink receives JSON-able entries in order. Its :meth:`Sink.position` describes how much
+it has durably written so far; the service calls :meth:`Sink.sync` (make everything
+written durable) right before a checkpoint and stores the returned position inside the
+checkpoint. After a crash, :meth:`Sink.restore` brings the sink back to that position
+(a file sink truncates itself to the checkpointed length), so with the source positions
+in the same checkpoint a file sink holds every entry exactly once. Sinks that cannot take
+back what they wrote (Kafka) ignore ``restore``: their entries are at-least-once and carry
+the model step so readers can de-duplicate.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Sink", "AssignmentSink", "EventSink", "DeadLetterSink"]
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Ordered output with a checkpointable position."""
+
+    def sync(self) -> dict[str, Any]:
+        """Flush and make durable everything written; return the JSON-able position."""
+        ...
+
+    def position(self) -> dict[str, Any]:
+        """The position after the last entry written (not necessarily durable yet)."""
+        ...
+
+    def restore(self, position: dict[str, Any] | None) -> None:
+        """Return to ``position`` (taken from a checkpoint), dropping later entries where
+        the medium allows; ``None`` means "keep what is there" (first start)."""
+        ...
+
+    def flush(self) -> None:
+        """Hand buffered entries to the medium (visible to readers, not yet durable)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources."""
+        ...
+
+
+@runtime_checkable
+class AssignmentSink(Sink, Protocol):
+    """Receives one assignment per accepted record."""
+
+    def write_assignments(self, ids: list[Any], clusters: Any, sq_distances: Any,
+                          step: int) -> None:
+        """Write ``(id, cluster, squared distance, model step)`` for every row of a batch.
+
+        ``clusters`` (int) and ``sq_distances`` (float) are 1-D arrays aligned with ``ids``.
+        """
+        ...
+
+
+@runtime_checkable
+class EventSink(Sink, Protocol):
+    """Receives model lifecycle events (``converged``, ``woke``; later ``split``, ``merge``)."""
+
+    def write_event(self, event: dict[str, Any]) -> None:
+        """Write one event (a JSON-able dict with at least ``"event"`` and ``"step"``)."""
+        ...
+
+
+@runtime_checkable
+class DeadLetterSink(Sink, Protocol):
+    """Receives records rejected by the decoder, never seen by the model."""
+
+    def write_dead_letter(self, raw: bytes, reason: str, detail: str,
+                          position: dict[str, Any]) -> None:
+        """Quarantine one raw record with why it was rejected and where it came from."""
+        ...
