@@ -70,7 +70,7 @@ def test_mapping_is_the_colex_bijection(n: int) -> None:
 def test_distinct_when_m_close_to_total(n: int, m: int) -> None:
     pairs = rtmm_pairs(n, m, random_state=7)
     _assert_valid(pairs, n)
-    assert len(_pair_set(pairs)) == m
+    assert np.unique(pairs_to_serials(pairs)).size == m
 
 
 def test_zero_pairs() -> None:
@@ -161,6 +161,19 @@ def test_every_row_boundary_exact_for_large_j() -> None:
     np.testing.assert_array_equal(serials_to_pairs(row_start), first_in_row)
     last_of_previous_row = serials_to_pairs(row_start - 1)
     np.testing.assert_array_equal(last_of_previous_row, np.stack([j - 2, j - 1], axis=1))
+
+
+def test_vectorised_mapping_matches_exact_scalar_in_bulk() -> None:
+    rng = np.random.default_rng(31)
+    j = np.unique(np.exp(rng.uniform(0, np.log(2**32 - 1), 30_000)).astype(np.int64) + 1)
+    row_start = pairs_to_serials(np.stack([np.zeros_like(j), j], axis=1))
+    serials = np.concatenate([
+        rng.integers(0, VECTOR_MAX_SERIAL, 30_000, endpoint=True),
+        row_start, row_start - 1, row_start + j - 1,
+    ])
+    pairs = serials_to_pairs(serials)
+    exact = np.array([serial_to_pair(int(v)) for v in serials], dtype=np.int64)
+    np.testing.assert_array_equal(pairs, exact)
 
 
 def test_float_sqrt_formula_fails_on_these_row_boundaries() -> None:

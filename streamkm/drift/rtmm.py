@@ -77,9 +77,9 @@ def pair_to_serial(i: int, j: int) -> int:
 
 
 def _triangular(j: np.ndarray) -> np.ndarray:
-    """j (j - 1) / 2 elementwise, halving the even factor first so no product overflows."""
-    even = (j & 1) == 0
-    return np.where(even, (j >> 1) * (j - 1), j * ((j - 1) >> 1))
+    """j (j - 1) / 2 elementwise for int64 0 <= j <= 2^32 (the product is exact in uint64)."""
+    ju = j.view(np.uint64)
+    return ((ju * (ju - np.uint64(1))) >> np.uint64(1)).view(np.int64)
 
 
 def serials_to_pairs(serials: Any) -> np.ndarray:
@@ -115,15 +115,19 @@ def serials_to_pairs(serials: Any) -> np.ndarray:
         raise ParameterError(f"serials must be >= 0, got {low!r}")
     if high > _VECTOR_MAX_SERIAL:
         return np.array([serial_to_pair(int(v)) for v in s], dtype=np.int64)
-    # The float estimate is within one of the exact j (s < 2^63, j < 2^32); the integer
-    # corrections below make it exact: j is the unique integer with T(j) <= s < T(j + 1).
-    j = np.floor((1.0 + np.sqrt(8.0 * s.astype(np.float64) + 1.0)) / 2.0).astype(np.int64)
+    # j is the unique integer with T(j) <= s < T(j + 1), T(j) = j (j - 1) / 2. For s < 2^63
+    # the float estimate is off by at most one (its rounding error is below 2^-19), and one
+    # exact integer correction each way fixes it; T(j -+ 1) = T(j) -+ (j - 1 or j).
+    j = ((np.sqrt(8.0 * s + 1.0) + 1.0) * 0.5).astype(np.int64)
     np.clip(j, 1, _VECTOR_MAX_N_ITEMS - 1, out=j)
-    for _ in range(2):
-        j -= _triangular(j) > s
-        j += _triangular(j + 1) <= s
-    i = s - _triangular(j)
-    return np.stack([i, j], axis=1)
+    row_start = _triangular(j)
+    too_high = row_start > s
+    j -= too_high
+    row_start -= np.where(too_high, j, 0)
+    too_low = row_start + j <= s
+    row_start += np.where(too_low, j, 0)
+    j += too_low
+    return np.stack([s - row_start, j], axis=1)
 
 
 def pairs_to_serials(pairs: Any) -> np.ndarray:
