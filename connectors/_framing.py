@@ -1,0 +1,167 @@
+"""Cutting one open file into records, with bounded memory.
+
+A :class:`FramedReader` reads an open file descriptor from a start offset in chunks with
+``os.pread`` and hands out complete records only: lines without their newline, or
+fixed-size binary records. A last line without its newline (or a partial fixed record) is
+held back until it is completed. A line longer than ``max_record_bytes`` is never held in
+memory whole: once the buffer passes the limit the reader streams past the rest of the line
+and emits one record with ``error="oversized"``, its first KiB and its length.
+
+``emitted_offset`` is the byte offset just after the last record handed out: the resume
+position. Bytes read ahead of it are only a cache; a new reader from ``emitted_offset``
+reads them again.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from streamkm.sources import ERROR_PREFIX_BYTES, OVERSIZED, TRUNCATED, RawRecord
+
+__all__ = ["FramedReader"]
+
+
+class FramedReader:
+    """Records from open file ``fd`` starting at ``offset``.
+
+    Parameters
+    ----------
+    fd : int
+        Open file descriptor (owned by the caller).
+    path : str
+        Path reported in the records' positions.
+    partition : str
+        Partition key reported in the records' positions.
+    offset : int
+        Byte offset of the first record to return.
+    framing : {"lines", "fixed"}
+        Newline-terminated lines, or records of ``record_size`` bytes.
+    record_size : int or None
+        Bytes per record for fixed framing.
+    max_record_bytes : int
+        Longest line handed out as data; longer lines become ``oversized`` records.
+    chunk_bytes : int
+        Bytes per read.
+    """
+
+    def __init__(self, fd: int, path: str, partition: str, offset: int, *,
+                 framing: Literal["lines", "fixed"], record_size: int | None,
+                 max_record_bytes: int, chunk_bytes: int) -> None:
+        self.fd = fd
+        self.path = path
+        self.partition = partition
+        self.framing = framing
+        self.record_size = record_size
+        self.max_record_bytes = max_record_bytes
+        self.chunk_bytes = chunk_bytes
+        self.emitted_offset = offset  # just after the last record handed out
+        self._buf = b""  # bytes from emitted_offset (or the skip point) onwards
+        self._read_offset = offset  # file offset of the end of _buf
+        # While streaming past an oversized line: its start, its prefix, bytes skipped.
+        self._skip_start: int | None = None
+        self._skip_prefix = b""
+
+    @property
+    def read_offset(self) -> int:
+        """File offset up to which bytes have been read (>= ``emitted_offset``)."""
+        return self._read_offset
+
+    def _position(self, offset: int) -> dict[str, object]:
+        return {"partition": self.partition, "file": self.path, "offset": offset}
+
+    def read(self, max_records: int) -> list[RawRecord]:
+        """Up to ``max_records`` complete records; fewer means the file end was reached."""
+        out: list[RawRecord] = []
+        while len(out) < max_records:
+            if self.framing == "lines":
+                self._cut_lines(out, max_records)
+            else:
+                self._cut_fixed(out, max_records)
+            if len(out) >= max_records:
+                break
+            data = os.pread(self.fd, self.chunk_bytes, self._read_offset)
+            if not data:
+                break
+            self._read_offset += len(data)
+            self._buf = self._buf + data if self._buf else data
+        return out
+
+    def _cut_lines(self, out: list[RawRecord], max_records: int) -> None:
+        buf = self._buf
+        limit = self.max_record_bytes
+        if self._skip_start is not None:  # streaming past an oversized line
+            nl = buf.find(b"\n")
+            if nl < 0:
+                self._buf = b""
+                return
+            start = self._skip_start
+            end = self._read_offset - len(buf) + nl  # offset of the newline
+            out.append(self._oversized(start, end - start, self._skip_prefix))
+            self._skip_start, self._skip_prefix = None, b""
+            buf = buf[nl + 1:]
+            self.emitted_offset = end + 1
+        pos = 0
+        base = self.emitted_offset
+        position = self._position
+        n = len(out)
+        while n < max_records:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                break
+            if nl - pos > limit:
+                out.append(self._oversized(base + pos, nl - pos, buf[pos:pos + ERROR_PREFIX_BYTES]))
+            else:
+                out.append(RawRecord(buf[pos:nl], None, position(base + pos)))
+            pos = nl + 1
+            n += 1
+        if pos:
+            buf = buf[pos:]
+            self.emitted_offset = base + pos
+        if n < max_records and len(buf) > limit:  # an unfinished line already too long
+            self._skip_start = self.emitted_offset
+            self._skip_prefix = buf[:ERROR_PREFIX_BYTES]
+            buf = b""
+        self._buf = buf
+
+    def _oversized(self, start: int, length: int, prefix: bytes) -> RawRecord:
+        position = self._position(start)
+        position["length"] = length
+        return RawRecord(prefix, None, position, OVERSIZED)
+
+    def _cut_fixed(self, out: list[RawRecord], max_records: int) -> None:
+        size = self.record_size
+        assert size is not None
+        buf = self._buf
+        count = min(len(buf) // size, max_records - len(out))
+        if not count:
+            return
+        base = self.emitted_offset
+        position = self._position
+        out.extend(RawRecord(buf[i:i + size], None, position(base + i))
+                   for i in range(0, count * size, size))
+        self._buf = buf[count * size:]
+        self.emitted_offset = base + count * size
+
+    def has_held_bytes(self, file_size: int) -> bool:
+        """True if bytes after the last record exist in the file (an incomplete record)."""
+        return file_size > self.emitted_offset
+
+    def flush_incomplete(self, file_size: int) -> RawRecord | None:
+        """Give up on an incomplete last record that will never be completed (the file
+        was rotated away): return it as a ``truncated`` (or ``oversized``) record and
+        move ``emitted_offset`` to ``file_size``."""
+        if file_size <= self.emitted_offset:
+            return None
+        if self._skip_start is not None:
+            record = self._oversized(self._skip_start, file_size - self._skip_start,
+                                     self._skip_prefix)
+        else:
+            prefix = os.pread(self.fd, min(ERROR_PREFIX_BYTES, file_size - self.emitted_offset),
+                              self.emitted_offset)
+            position = self._position(self.emitted_offset)
+            position["length"] = file_size - self.emitted_offset
+            record = RawRecord(prefix, None, position, TRUNCATED)
+        self._skip_start, self._skip_prefix, self._buf = None, b"", b""
+        self.emitted_offset = self._read_offset = file_size
+        return record
