@@ -3,9 +3,10 @@
 Each run starts from two rows as the two centers and alternates assignment and mean
 update on a precomputed kernel matrix K. For a cluster c with indicator z and size n_c,
 the squared feature-space distance of row p to the cluster mean is
-``K[p, p] - 2 (K z)[p] / n_c + z^T K z / n_c^2``, so one iteration of all runs is one GEMM
-``Z @ K`` with the (runs, n) indicator matrix Z of the second clusters (the first
-cluster's sums follow from the row sums of K).
+``K[p, p] - 2 (z^T K)[p] / n_c + z^T K z / n_c^2``. All runs share the sums ``Z @ K`` of the
+(runs, n) indicator matrix Z of the second clusters (the first cluster's sums follow from
+the column sums of K): one GEMM at the start, then each iteration adds only the rows that
+moved, which quickly become few.
 """
 
 from __future__ import annotations
@@ -78,17 +79,19 @@ def _check_pairs(pairs: Any, n: int) -> np.ndarray:
 
 
 def _split_sums(
-    in_second: np.ndarray, kernel_matrix: np.ndarray, row_sums: np.ndarray
+    in_second: np.ndarray, to_second: np.ndarray, row_sums: np.ndarray
 ) -> tuple[np.ndarray, ...]:
-    """Per run: K-sums of every row against each cluster, cluster sizes, within-cluster sums."""
+    """Per run: K-sums of every row against the first cluster, sizes, within-cluster sums.
+
+    ``to_second[r, p]`` is the sum of K[q, p] over the rows q of run r's second cluster.
+    """
     z = in_second.astype(np.float64)
-    to_second = z @ kernel_matrix
     to_first = row_sums - to_second
     size_second = z.sum(axis=1)
-    size_first = kernel_matrix.shape[0] - size_second
+    size_first = in_second.shape[1] - size_second
     within_second = np.einsum("ij,ij->i", z, to_second)
     within_first = np.einsum("ij,ij->i", 1.0 - z, to_first)
-    return to_first, to_second, size_first, size_second, within_first, within_second
+    return to_first, size_first, size_second, within_first, within_second
 
 
 def _distance_to_mean(to_cluster: np.ndarray, size: np.ndarray, within: np.ndarray) -> np.ndarray:
@@ -117,25 +120,36 @@ def _run_chunk(
     dist_first = diag[first][:, None] - 2.0 * kernel_matrix[first]
     dist_second = diag[second][:, None] - 2.0 * kernel_matrix[second]
     in_second = dist_second < dist_first
+    to_second = in_second.astype(np.float64) @ kernel_matrix
     n_iter = np.zeros(len(pairs), dtype=np.int64)
     active = np.arange(len(pairs))
     for _ in range(max_iter):
         if active.size == 0:
             break
         current = in_second[active]
-        to_first, to_second, size_first, size_second, within_first, within_second = (
-            _split_sums(current, kernel_matrix, row_sums)
+        current_to_second = to_second[active]
+        to_first, size_first, size_second, within_first, within_second = _split_sums(
+            current, current_to_second, row_sums
         )
         dist_first = _distance_to_mean(to_first, size_first, within_first)
-        dist_second = _distance_to_mean(to_second, size_second, within_second)
+        dist_second = _distance_to_mean(current_to_second, size_second, within_second)
         # ties keep the current cluster, so the objective never increases and runs cannot cycle
-        updated = np.where(dist_second < dist_first, True, np.where(dist_first < dist_second, False, current))
-        changed = (updated != current).any(axis=1)
+        updated = np.where(
+            dist_second < dist_first, True, np.where(dist_first < dist_second, False, current)
+        )
+        moved = updated != current
+        changed = moved.any(axis=1)
         in_second[active] = updated
         n_iter[active] += 1
-        active = active[changed]
-    _, _, size_first, size_second, within_first, within_second = _split_sums(
-        in_second, kernel_matrix, row_sums
+        active, moved = active[changed], moved[changed]
+        # later iterations move few rows: update the sums through the moved rows only
+        moved_rows = np.flatnonzero(moved.any(axis=0))
+        if active.size and moved_rows.size:
+            signed = np.where(in_second[active][:, moved_rows], 1.0, -1.0) * moved[:, moved_rows]
+            to_second[active] += signed @ kernel_matrix[moved_rows]
+    to_second = in_second.astype(np.float64) @ kernel_matrix
+    _, size_first, size_second, within_first, within_second = _split_sums(
+        in_second, to_second, row_sums
     )
     sse = _split_sse(
         float(diag.sum()), (size_first, size_second), (within_first, within_second)
