@@ -79,14 +79,14 @@ def _check_pairs(pairs: Any, n: int) -> np.ndarray:
 
 
 def _split_sums(
-    in_second: np.ndarray, to_second: np.ndarray, row_sums: np.ndarray
+    in_second: np.ndarray, to_second: np.ndarray, column_sums: np.ndarray
 ) -> tuple[np.ndarray, ...]:
     """Per run: K-sums of every row against the first cluster, sizes, within-cluster sums.
 
     ``to_second[r, p]`` is the sum of K[q, p] over the rows q of run r's second cluster.
     """
     z = in_second.astype(np.float64)
-    to_first = row_sums - to_second
+    to_first = column_sums - to_second
     size_second = z.sum(axis=1)
     size_first = in_second.shape[1] - size_second
     within_second = np.einsum("ij,ij->i", z, to_second)
@@ -113,7 +113,7 @@ def _split_sse(
 
 
 def _run_chunk(
-    kernel_matrix: np.ndarray, row_sums: np.ndarray, pairs: np.ndarray, max_iter: int
+    kernel_matrix: np.ndarray, column_sums: np.ndarray, pairs: np.ndarray, max_iter: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     diag = np.diagonal(kernel_matrix)
     first, second = pairs[:, 0], pairs[:, 1]
@@ -129,7 +129,7 @@ def _run_chunk(
         current = in_second[active]
         current_to_second = to_second[active]
         to_first, size_first, size_second, within_first, within_second = _split_sums(
-            current, current_to_second, row_sums
+            current, current_to_second, column_sums
         )
         dist_first = _distance_to_mean(to_first, size_first, within_first)
         dist_second = _distance_to_mean(current_to_second, size_second, within_second)
@@ -149,7 +149,7 @@ def _run_chunk(
             to_second[active] += signed @ kernel_matrix[moved_rows]
     to_second = in_second.astype(np.float64) @ kernel_matrix
     _, size_first, size_second, within_first, within_second = _split_sums(
-        in_second, to_second, row_sums
+        in_second, to_second, column_sums
     )
     sse = _split_sse(
         float(diag.sum()), (size_first, size_second), (within_first, within_second)
@@ -183,11 +183,11 @@ def kernel_2means_from_pairs(
     labels = np.empty((m, n), dtype=np.int64)
     sse = np.empty(m, dtype=np.float64)
     n_iter = np.empty(m, dtype=np.int64)
-    row_sums = k.sum(axis=1)
+    column_sums = k.sum(axis=0)
     chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
     for start in range(0, m, chunk):
         stop = min(start + chunk, m)
         labels[start:stop], sse[start:stop], n_iter[start:stop] = _run_chunk(
-            k, row_sums, p[start:stop], max_iter
+            k, column_sums, p[start:stop], max_iter
         )
     return TwoMeansRuns(labels=labels, sse=sse, n_iter=n_iter)
