@@ -108,6 +108,18 @@ class Batcher:
         """Snapshots of all partitions."""
         return {key: self.parts[key].snapshot() for key in self.keys}
 
+    @staticmethod
+    def _read(part: SourcePartition, quantum: int) -> list[RawRecord]:
+        # Keep asking until the quantum is met or the partition has nothing more, so the
+        # split of a batch between partitions does not depend on read-chunk boundaries.
+        records = part.next_batch(quantum)
+        while records and len(records) < quantum:
+            more = part.next_batch(quantum - len(records))
+            if not more:
+                break
+            records.extend(more)
+        return records
+
     def collect(self, *, min_valid: int, wait: Callable[[float], bool]) -> Batch | None:
         """Read until a batch is complete.
 
@@ -144,8 +156,7 @@ class Batcher:
                 key = self.keys[self.next_part]
                 self.next_part = (self.next_part + 1) % n_parts
                 t0 = time.perf_counter()
-                records: list[RawRecord] = self.parts[key].next_batch(
-                    math.ceil(need / n_parts))
+                records = self._read(self.parts[key], math.ceil(need / n_parts))
                 t1 = time.perf_counter()
                 read_seconds += t1 - t0
                 if not records:

@@ -53,7 +53,7 @@ def build_source(config: SourceConfig) -> Source:
     return FileTailSource(
         [str(p) for p in config.paths], framing=config.framing,
         record_size=config.record_size, max_record_bytes=config.max_record_bytes,
-        start_at=config.start_at,
+        start_at=config.start_at, poll_interval_s=config.poll_interval_ms / 1000.0,
     )
 
 
