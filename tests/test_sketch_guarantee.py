@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from streamkm.sketch import ApproxSVD, LeverageScoreSelector, RandomProjection
 from streamkm.sketch._base import BaseSketcher
@@ -50,6 +51,13 @@ SKETCHERS: dict[str, tuple[Callable[[int], BaseSketcher], float]] = {
     "svd": (lambda s: ApproxSVD(K, eps=EPS, random_state=s), 2 + EPS),
     "leverage": (lambda s: LeverageScoreSelector(n_clusters=K, eps=EPS, random_state=s), 3 + EPS),
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_threaded_blas():
+    """On the shared 2-core machine, BLAS/OpenMP threads only spin against each other."""
+    with threadpool_limits(limits=1):
+        yield
 
 
 @pytest.fixture(scope="module")
