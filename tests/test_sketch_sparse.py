@@ -50,11 +50,13 @@ def test_sparse_and_dense_input_give_the_same_sketch(name: str, dtype: type) -> 
         assert np.array_equal(fitted_sparse.selected_features_, fitted_dense.selected_features_)
 
 
-@pytest.mark.parametrize("fmt", ["csc", "coo"])
+@pytest.mark.parametrize("fmt", ["csc", "coo", "csr_array"])
 def test_other_sparse_formats_are_accepted(fmt: str) -> None:
     x = _tfidf_like(2)
-    expected = RandomProjection(8, random_state=0).fit_transform(x)
-    assert np.allclose(RandomProjection(8, random_state=0).fit_transform(x.asformat(fmt)), expected)
+    other = sp.csr_array(x) if fmt == "csr_array" else x.asformat(fmt)
+    for name in ("gaussian", "sparse", "leverage"):
+        expected = SKETCHERS[name]().fit_transform(x)
+        assert np.allclose(SKETCHERS[name]().fit_transform(other), expected, rtol=1e-10, atol=1e-12)
 
 
 def test_integer_sparse_input_becomes_float64() -> None:
