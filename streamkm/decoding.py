@@ -10,7 +10,8 @@ dead-letter sink instead of the model. Three wire formats:
     (``"path:offset"``). ``NaN`` / ``Infinity`` literals are parsed and then rejected as
     non-finite. ``true`` / ``false`` / strings / nested lists in ``x`` are unparseable.
 ``"csv"``
-    Comma-separated numbers, optionally with an id column (``csv_id_column``, an index
+    Comma-separated numbers (no quoting, except an id may be wrapped in double quotes),
+    optionally with an id column (``csv_id_column``, an index
     or a header name) and a header line. The header is the first line of each file
     (position offset 0 of a position with a ``"file"``): it is skipped, neither accepted
     nor rejected, and it is where a named id column is looked up.
@@ -232,6 +233,7 @@ class RecordDecoder:
         self._csv_id_index: int | None = None
         if isinstance(csv_id_column, int):
             self._csv_id_index = csv_id_column % (self.dim + 1)
+        self._header_probed: set[str] = set()  # files whose header was read for the id column
         self._json_loads = json.JSONDecoder().decode
 
     # ------------------------------------------------------------------ public API
@@ -426,7 +428,7 @@ class RecordDecoder:
                         f"id column {self.csv_id_column!r} not found (no header seen): "
                         f"{_quote(value)}", record))
                     continue
-                rid = fields.pop(index).strip()
+                rid = fields.pop(index).strip().strip('"')
                 if not rid:
                     rid = position_id(record.position)
             else:
@@ -444,12 +446,17 @@ class RecordDecoder:
         names = [name.strip().strip('"') for name in text.rstrip("\r").split(",")]
         if self.csv_id_column in names:
             self._csv_id_index = names.index(self.csv_id_column)
+        else:  # this file has no such column: its records are rejected as missing_field
+            self._csv_id_index = None
 
     def _header_from_file(self, record: RawRecord) -> int | None:
         """Resolve a named id column from the first line of the record's file."""
         path = record.position.get("file")
-        if not isinstance(path, str):
+        if not isinstance(path, str) or path in self._header_probed:
             return None
+        if len(self._header_probed) >= 1024:
+            self._header_probed.clear()
+        self._header_probed.add(path)
         try:
             with open(path, "rb") as fh:
                 first = fh.readline(_HEADER_PROBE_BYTES)
