@@ -54,6 +54,11 @@ class ServiceStatus:
     converged: bool = False
     clusters: int = 0
     checkpoints: int = 0
+    read_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    model_seconds: float = 0.0
+    sink_seconds: float = 0.0
+    checkpoint_seconds: float = 0.0
 
 
 class Service:
@@ -235,8 +240,13 @@ class Service:
         assert self._sinks is not None
         t0 = time.perf_counter()
         m = self.metrics
+        self.status.read_seconds += batch.read_seconds
+        self.status.decode_seconds += batch.decode_seconds
+        t_sinks = t0
         if batch.n_valid:
             report = self.model.step(batch.X)
+            t_sinks = time.perf_counter()
+            self.status.model_seconds += t_sinks - t0
             if self._sinks.assignments is not None:
                 self._sinks.assignments.write_assignments(
                     batch.ids, report.labels, report.sq_distances, report.step)
@@ -258,6 +268,7 @@ class Service:
             tally[reason] += 1
         for sink in self._sinks.named().values():
             sink.flush()
+        self.status.sink_seconds += time.perf_counter() - t_sinks
         for reason, n in tally.items():
             m.records_rejected.labels(reason=reason).inc(n)
             self.status.rejected_by_reason[reason] = (
@@ -338,6 +349,7 @@ class Service:
         m.checkpoints.inc()
         m.checkpoint_last_success_timestamp_seconds.set(time.time())
         self.status.checkpoints += 1
+        self.status.checkpoint_seconds += seconds
         self._batches_since_checkpoint = 0
         self._last_checkpoint_time = time.monotonic()
         self._dirty = False
