@@ -16,7 +16,6 @@ from streamkm.exceptions import ConfigError, ParameterError
 from streamkm.service.config import (
     DecodingConfig,
     ModelConfig,
-    ServiceConfig,
     SinksConfig,
     SourceConfig,
 )
