@@ -50,7 +50,10 @@ def bench_lloyd(configs: list[tuple[int, int, int]], max_iter: int) -> None:
     from threadpoolctl import threadpool_limits
 
     KMeans(2, random_state=0).fit(np.random.default_rng(0).normal(size=(100, 2)))  # compile
-    print(f"\n### Lloyd: streamkm.batch.KMeans vs scikit-learn KMeans (same init, tol=0, max_iter={max_iter})\n")
+    print(
+        "\n### Lloyd: streamkm.batch.KMeans vs scikit-learn KMeans "
+        f"(same init, tol=0, max_iter={max_iter})\n"
+    )
     print(
         "| n | d | k | dtype | streamkm (s) | sklearn, default threads (s) | sklearn, 1 thread (s) "
         "| streamkm / sklearn (default, 1 thread) | iterations (ours/sk) | inertia rel. diff |"
@@ -79,7 +82,10 @@ def bench_kernel_kmeans(n: int) -> None:
     from sklearn.datasets import make_blobs
 
     x, _ = make_blobs(n, n_features=10, centers=10, random_state=0)
-    print(f"\n### Full-batch kernel k-means (rbf, median-heuristic gamma, k = 10, n_init = 1), n = {n:,}\n")
+    print(
+        "\n### Full-batch kernel k-means (rbf, median-heuristic gamma, k = 10, n_init = 1), "
+        f"n = {n:,}\n"
+    )
     print("| dtype | time (s) | iterations | objective | kernel matrix (GB) |")
     print("|---|---:|---:|---:|---:|")
     for dtype in (np.float32, np.float64):
@@ -87,7 +93,10 @@ def bench_kernel_kmeans(n: int) -> None:
         model = KernelKMeans(10, n_init=1, random_state=0)
         t = best_time(lambda: model.fit(xd), 1)
         gb = n * n * np.dtype(dtype).itemsize / 1e9
-        print(f"| {np.dtype(dtype).name} | {t:.2f} | {model.n_iter_} | {model.objective_:.5f} | {gb:.1f} |")
+        print(
+            f"| {np.dtype(dtype).name} | {t:.2f} | {model.n_iter_} | {model.objective_:.5f} "
+            f"| {gb:.1f} |"
+        )
 
 
 def main() -> None:

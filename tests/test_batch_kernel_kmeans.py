@@ -53,7 +53,9 @@ def test_matches_numpy_reference_from_same_seeds(kernel, params, seed):
     x = x + 3.0  # keep cosine meaningful
     seeds = np.random.default_rng(seed).choice(90, size=4, replace=False)
     model = KernelKMeans(4, kernel=kernel, init=seeds, **params).fit(x)
-    spec = KernelSpec(kernel, params.get("gamma"), params.get("degree", 3), params.get("coef0", 1.0))
+    spec = KernelSpec(
+        kernel, params.get("gamma"), params.get("degree", 3), params.get("coef0", 1.0)
+    )
     labels, objective, n_iter = _reference(spec.block(x, x), seeds)
     np.testing.assert_array_equal(model.labels_, labels)
     assert model.objective_ == pytest.approx(objective, rel=1e-10, abs=1e-12)

@@ -33,7 +33,8 @@ def _brute_force_contiguous(values: np.ndarray, k: int) -> float:
     best = np.inf
     for cuts in itertools.combinations(range(1, n), k - 1):
         edges = (0, *cuts, n)
-        best = min(best, sum(np.sum((s[a:b] - s[a:b].mean()) ** 2) for a, b in zip(edges[:-1], edges[1:])))
+        runs = zip(edges[:-1], edges[1:])
+        best = min(best, sum(np.sum((s[a:b] - s[a:b].mean()) ** 2) for a, b in runs))
     return float(best)
 
 

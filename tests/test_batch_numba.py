@@ -44,7 +44,8 @@ def test_cluster_sums_and_direct_distances_match_numpy():
     counts = np.full(5, 3, dtype=np.int64)
     cluster_sums(x, labels, sums, counts)
     for j in range(5):
-        np.testing.assert_allclose(sums[j], x[labels == j].astype(np.float64).sum(axis=0), rtol=1e-12)
+        expected = x[labels == j].astype(np.float64).sum(axis=0)
+        np.testing.assert_allclose(sums[j], expected, rtol=1e-12)
         assert counts[j] == np.sum(labels == j)
     centers = rng.normal(size=(5, 4)).astype(np.float32)
     out = np.empty(200)

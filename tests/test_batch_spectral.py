@@ -84,10 +84,15 @@ def test_spectral_errors_name_the_bad_value():
     with pytest.raises(ParameterError, match="gamma.*-1"):
         SpectralClustering(2, mode="laplacian", gamma=-1.0).fit(x)
     with pytest.raises(ParameterError, match="n_neighbors.*50"):
-        SpectralClustering(2, mode="laplacian", affinity="nearest_neighbors", n_neighbors=50).fit(x)
+        SpectralClustering(
+            2, mode="laplacian", affinity="nearest_neighbors", n_neighbors=50
+        ).fit(x)
     with pytest.raises(ValidationError, match=r"\(20, 3\)"):
         SpectralClustering(2, mode="laplacian", affinity="precomputed").fit(x)
+    precomputed = SpectralClustering(2, mode="laplacian", affinity="precomputed")
     with pytest.raises(ValidationError, match="symmetric"):
-        SpectralClustering(2, mode="laplacian", affinity="precomputed").fit(np.triu(np.ones((4, 4))))
+        precomputed.fit(np.triu(np.ones((4, 4))))
+    with pytest.raises(ValidationError, match="non-negative"):
+        precomputed.fit(-np.ones((4, 4)))
     with pytest.raises(ParameterError, match="n_clusters=30"):
         SpectralClustering(30).fit(x)

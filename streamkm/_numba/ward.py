@@ -3,7 +3,8 @@
 The merge cost of clusters a and b is Ward's increase of the k-means cost,
 n_a n_b / (n_a + n_b) * ||c_a - c_b||^2, kept in a dense matrix and updated by the
 Lance-Williams formula
-cost(k, i+j) = ((n_i + n_k) cost(i, k) + (n_j + n_k) cost(j, k) - n_k cost(i, j)) / (n_i + n_j + n_k).
+cost(k, i+j) = ((n_i + n_k) cost(i, k) + (n_j + n_k) cost(j, k) - n_k cost(i, j))
+/ (n_i + n_j + n_k).
 Ward's criterion is reducible, so the chain finds the same merges as the greedy algorithm,
 in O(n^2) time and memory.
 """

@@ -8,7 +8,13 @@ from typing import Any
 import numpy as np
 
 from streamkm._numba.lloyd import assign_from_inner, cluster_sums, sq_dist_to_assigned
-from streamkm._validation import check_array, check_choice, check_float, check_int, check_random_state
+from streamkm._validation import (
+    check_array,
+    check_choice,
+    check_float,
+    check_int,
+    check_random_state,
+)
 from streamkm.batch._common import check_is_fitted, check_n_clusters, mean_feature_variance
 from streamkm.batch.seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
 from streamkm.exceptions import ParameterError
@@ -16,7 +22,7 @@ from streamkm.exceptions import ParameterError
 __all__ = ["KMeans", "lloyd", "assign_nearest", "LloydResult"]
 
 INIT_METHODS = ("k-means++", "farthest", "random")
-_CHUNK_OUTPUT_ENTRIES = 1 << 14
+_CHUNK_OUTPUT_ENTRIES = 1 << 16
 _CHUNK_GEMM_WORK = 1 << 18
 _MIN_CHUNK_ROWS = 16
 
