@@ -9,11 +9,12 @@ Prints markdown tables (the ones in docs/benchmarks.md, section "drift"):
    with repeats, over several seeds and datasets;
 4. time of one ``kernel_bisect`` call (kernel matrix included) at reservoir sizes.
 
-Run from the repository root (one BLAS thread: the machine is shared, and multi-threaded
-BLAS on small GEMMs only adds contention)::
+Run from the repository root, with one BLAS and one numba thread (the machine is shared,
+and threads spinning on small GEMMs and kernel blocks only add contention)::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rtmm.py
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rtmm.py --quick   # smoke run
+    OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rtmm.py
+    OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rtmm.py --quick
+    ... --tables bisect   # a subset: grid, flat, exhaustion, quality, bisect
 """
 
 from __future__ import annotations
@@ -30,21 +31,22 @@ from streamkm.kernels import KernelSpec, median_heuristic_gamma
 
 
 def _timings(draw: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Mean and standard deviation of the wall time of ``draw()``, in milliseconds."""
+    """Median and standard deviation of the wall time of ``draw()`` after a warm-up, in ms."""
+    draw()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         draw()
         times.append(time.perf_counter() - start)
-    return 1e3 * float(np.mean(times)), 1e3 * float(np.std(times))
+    return 1e3 * float(np.median(times)), 1e3 * float(np.std(times))
 
 
-def _fmt(mean_std: tuple[float, float]) -> str:
-    return f"{mean_std[0]:.2f} ± {mean_std[1]:.2f}"
+def _fmt(median_std: tuple[float, float]) -> str:
+    return f"{median_std[0]:.2f} ± {median_std[1]:.2f}"
 
 
 def table_grid(repeats: int, sizes: list[int], counts: list[int]) -> None:
-    print("### Time to draw m distinct pairs (ms, mean ± std)\n")
+    print("### Time to draw m distinct pairs (ms, median ± std)\n")
     print("| n | N = n(n-1)/2 | m | RTMM | RSCD | RSCD / RTMM |")
     print("|---:|---:|---:|---:|---:|---:|")
     skipped = []
@@ -64,7 +66,7 @@ def table_grid(repeats: int, sizes: list[int], counts: list[int]) -> None:
 
 
 def table_flat_in_n(repeats: int, counts: list[int]) -> None:
-    print("### RTMM alone at huge n (ms, mean ± std): flat in n, linear in m\n")
+    print("### RTMM alone at huge n (ms, median ± std): flat in n, linear in m\n")
     huge = [10**3, 10**6, 3 * 10**9, 2**32, 2**40, 2**62]
     print("| m | " + " | ".join(f"n={n:.3g}" for n in huge) + " |")
     print("|---:|" + "---:|" * len(huge))
@@ -83,7 +85,7 @@ def table_flat_in_n(repeats: int, counts: list[int]) -> None:
 
 def table_near_exhaustion(repeats: int, n: int) -> None:
     total = n * (n - 1) // 2
-    print(f"### Drawing most of the pairs: n = {n}, N = {total} (ms, mean ± std)\n")
+    print(f"### Drawing most of the pairs: n = {n}, N = {total} (ms, median ± std)\n")
     print("| m / N | m | expected RSCD draws | RTMM | RSCD | RSCD / RTMM |")
     print("|---:|---:|---:|---:|---:|---:|")
     for fraction in (0.5, 0.75, 0.9, 0.99, 1.0):
@@ -146,7 +148,7 @@ def table_quality(seeds: int, sizes: list[int], counts: list[int]) -> None:
 
 
 def table_bisect_time(repeats: int, sizes: list[int], counts: list[int]) -> None:
-    print("### One kernel_bisect call, rbf kernel matrix included (ms, mean ± std)\n")
+    print("### One kernel_bisect call, rbf kernel matrix included (ms, median ± std)\n")
     print("| n | " + " | ".join(f"m={m}" for m in counts) + " |")
     print("|---:|" + "---:|" * len(counts))
     for n in sizes:
@@ -154,7 +156,6 @@ def table_bisect_time(repeats: int, sizes: list[int], counts: list[int]) -> None
         kernel = KernelSpec("rbf", gamma=2.0)
         cells = []
         for m in counts:
-            kernel_bisect(rows, kernel=kernel, n_pairs=m, random_state=0)
             cells.append(_fmt(_timings(
                 lambda: kernel_bisect(rows, kernel=kernel, n_pairs=m, random_state=0), repeats
             )))
@@ -165,20 +166,31 @@ def table_bisect_time(repeats: int, sizes: list[int], counts: list[int]) -> None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke run")
+    parser.add_argument(
+        "--tables", default="grid,flat,exhaustion,quality,bisect",
+        help="comma-separated subset of: grid, flat, exhaustion, quality, bisect",
+    )
     args = parser.parse_args()
-    if args.quick:
-        table_grid(2, [1000], [1000, 10_000])
-        table_flat_in_n(2, [1000])
-        table_near_exhaustion(2, 100)
-        table_quality(2, [16], [1, 5])
-        table_bisect_time(2, [100], [1, 5])
-        return
+    chosen = set(args.tables.split(","))
     counts = [1000, 10_000, 180_000]
-    table_grid(5, [1000, 10_000, 18_000], counts)
-    table_flat_in_n(5, counts)
-    table_near_exhaustion(5, 600)
-    table_quality(30, [16, 300], [1, 5, 20])
-    table_bisect_time(10, [100, 300, 1000], [1, 5, 20])
+    tables: dict[str, Callable[[], None]] = {
+        "grid": lambda: table_grid(5, [1000, 10_000, 18_000], counts),
+        "flat": lambda: table_flat_in_n(5, counts),
+        "exhaustion": lambda: table_near_exhaustion(5, 600),
+        "quality": lambda: table_quality(30, [16, 300], [1, 5, 20]),
+        "bisect": lambda: table_bisect_time(10, [100, 300, 1000], [1, 5, 20]),
+    }
+    if args.quick:
+        tables = {
+            "grid": lambda: table_grid(2, [1000], [1000, 10_000]),
+            "flat": lambda: table_flat_in_n(2, [1000]),
+            "exhaustion": lambda: table_near_exhaustion(2, 100),
+            "quality": lambda: table_quality(2, [16], [1, 5]),
+            "bisect": lambda: table_bisect_time(2, [100], [1, 5]),
+        }
+    for name, run in tables.items():
+        if name in chosen:
+            run()
 
 
 if __name__ == "__main__":
