@@ -7,6 +7,9 @@ import itertools
 import numpy as np
 import pytest
 from sklearn.cluster import KMeans as SkKMeans
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from sklearn.datasets import make_blobs
 
 from streamkm.batch import KMeans, farthest_traversal, k_center, kmeans_plusplus, lloyd
@@ -37,6 +40,24 @@ def test_lloyd_reaches_a_fixed_point_and_inertia_is_consistent():
     for j in range(5):
         np.testing.assert_allclose(res.centers[j], x[res.labels == j].mean(axis=0), atol=1e-10)
     assert res.inertia == pytest.approx(np.sum((x - res.centers[res.labels]) ** 2), rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    arrays(np.float64, st.tuples(st.integers(3, 40), st.integers(1, 3)),
+           elements=st.floats(-100, 100)),
+    st.integers(1, 3),
+    st.integers(0, 2**16),
+)
+def test_property_lloyd_never_worse_than_its_start(x, k, seed):
+    k = min(k, x.shape[0])
+    init, _ = kmeans_plusplus(x, k, seed)
+    start = np.sum(np.min(((x[:, None, :] - init[None]) ** 2).sum(axis=2), axis=1))
+    res = lloyd(x, init, max_iter=50)
+    assert res.inertia <= start * (1 + 1e-9) + 1e-9
+    dist = ((x[:, None, :] - res.centers[None]) ** 2).sum(axis=2)
+    own = dist[np.arange(x.shape[0]), res.labels]
+    np.testing.assert_allclose(own, dist.min(axis=1), rtol=1e-9, atol=1e-9)
 
 
 def test_kmeans_predict_transform_score_and_dtype():

@@ -12,7 +12,7 @@ from streamkm.exceptions import NotFittedError, ParameterError
 __all__ = ["check_n_clusters", "check_is_fitted", "row_chunks", "mean_feature_variance"]
 
 # Rows per chunk are chosen so a (rows, cols) temporary holds about this many entries.
-_CHUNK_ENTRIES = 1 << 20
+_CHUNK_ENTRIES = 1 << 22
 
 
 def check_n_clusters(n_clusters: Any, n_samples: int | None = None) -> int:

@@ -209,7 +209,8 @@ class KMeans:
     Notes
     -----
     A cluster that becomes empty is given the row farthest from its current center, taken
-    from a cluster with at least two rows.
+    from a cluster with at least two rows. When X has fewer distinct rows than n_clusters,
+    tied rows go to the first of the equal centers and some clusters stay empty in ``labels_``.
     """
 
     def __init__(
