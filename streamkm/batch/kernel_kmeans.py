@@ -16,7 +16,7 @@ from streamkm._validation import (
     check_random_state,
 )
 from streamkm.batch._common import check_is_fitted, check_n_clusters, row_chunks
-from streamkm.batch.seeding import SqDistTo, d2_sampling, farthest_first
+from streamkm.batch.seeding import d2_sampling, farthest_first
 from streamkm.exceptions import ParameterError
 from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
 
@@ -322,14 +322,14 @@ class KernelKMeans:
         n = kernel_matrix.shape[0]
 
         def sq_dist_to(i: int) -> np.ndarray:
+            # feature-space d(x, x_i) = K(x, x) - 2 K(x, x_i) + K(x_i, x_i); K is symmetric
             return diag - 2.0 * kernel_matrix[i].astype(np.float64) + diag[i]
 
-        fn: SqDistTo = sq_dist_to
         if self.init == "random":
             return rng.choice(n, size=k, replace=False).astype(np.int64)
         if self.init == "farthest":
-            return farthest_first(n, k, fn, rng)[0]
-        return d2_sampling(n, k, fn, rng)
+            return farthest_first(n, k, sq_dist_to, rng)[0]
+        return d2_sampling(n, k, sq_dist_to, rng)
 
     def fit(self, X: Any, y: Any = None) -> KernelKMeans:
         """Compute the kernel k-means clustering of X.
