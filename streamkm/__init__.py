@@ -7,6 +7,7 @@ Sliding-window mini-batch kernel k-means (``MiniBatchKernelKMeans``) usable embe
 from __future__ import annotations
 
 from streamkm._version import __version__
+from streamkm.cluster import MiniBatchKernelKMeans, StepReport
 from streamkm.exceptions import (
     CheckpointError,
     ConfigError,
@@ -20,6 +21,8 @@ from streamkm.exceptions import (
 
 __all__ = [
     "__version__",
+    "MiniBatchKernelKMeans",
+    "StepReport",
     "CheckpointError",
     "ConfigError",
     "DecodeError",

@@ -1,0 +1,309 @@
+"""Center stores of the mini-batch engine.
+
+``SupportCenters`` represents each center as a truncated convex combination of stored rows
+in the kernel's feature space (DESIGN.md §2); ``ExplicitCenters`` keeps explicit centroid
+vectors for the linear kernel (the fast path). Both apply the same update rule
+C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j) and report the batch objective before and after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamkm._numba import centers as _nc
+from streamkm.kernels import KernelSpec
+
+__all__ = ["StepOutcome", "SupportCenters", "ExplicitCenters", "learning_rates", "sq_norms"]
+
+
+def sq_norms(x: np.ndarray) -> np.ndarray:
+    """Squared Euclidean norm of each row, in x's dtype."""
+    return np.einsum("ij,ij->i", x, x)
+
+
+def learning_rates(
+    kind: str, batch_counts: np.ndarray, batch_size: int, counts: np.ndarray
+) -> np.ndarray:
+    """alpha_j: ``"sqrt"`` -> sqrt(b_j / b); ``"count"`` -> b_j / (v_j + b_j) (0 where b_j = 0)."""
+    bc = batch_counts.astype(np.float64)
+    if kind == "sqrt":
+        return np.sqrt(bc / float(batch_size))
+    denom = counts.astype(np.float64) + bc
+    return np.divide(bc, denom, out=np.zeros_like(bc), where=denom > 0)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one pass of a batch through a center store found and did."""
+
+    labels: np.ndarray
+    min_sq_distances: np.ndarray
+    batch_counts: np.ndarray
+    objective_before: float
+    objective_after: float | None
+
+
+def _assign(diag: np.ndarray, inner: np.ndarray, cc: np.ndarray, dtype: np.dtype
+            ) -> tuple[np.ndarray, np.ndarray, float]:
+    n = inner.shape[0]
+    labels = np.empty(n, dtype=np.int64)
+    mind = np.empty(n, dtype=dtype)
+    total = _nc.nearest_center(diag, inner, cc, labels, mind)
+    return labels, mind, float(total) / n
+
+
+class SupportCenters:
+    """Centers C_j = sum_{s in S_j} w_s phi(s) over truncated sliding windows of rows.
+
+    Support rows are stored grouped by center (segment j is ``offsets[j]:offsets[j+1]``) and,
+    inside a segment, oldest batch first. Per center the Gram matrix G_j = K(S_j, S_j) is
+    cached, so CC_j = <C_j, C_j> = w^T G_j w costs no kernel evaluation.
+
+    Truncation keeps, per center, the newest batches whose row counts sum to at most ``tau``
+    (the newest batch always stays) and renormalises the weights to sum 1.
+    """
+
+    def __init__(
+        self, kernel: KernelSpec, tau: int, *, rows: np.ndarray, row_sq_norms: np.ndarray,
+        weights: np.ndarray, tags: np.ndarray, offsets: np.ndarray, grams: list[np.ndarray],
+        next_tag: int,
+    ) -> None:
+        self.kernel = kernel
+        self.tau = int(tau)
+        self.rows = rows
+        self.row_sq_norms = row_sq_norms
+        self.weights = weights
+        self.tags = tags
+        self.offsets = offsets
+        self.grams = grams
+        self.next_tag = int(next_tag)
+        self.center_sq_norms = np.array(
+            [float(w @ (g @ w)) for w, g in zip(self._segments(weights), grams)]
+        )
+
+    @classmethod
+    def from_seeds(cls, kernel: KernelSpec, tau: int, x: np.ndarray, idx: np.ndarray
+                   ) -> SupportCenters:
+        """One center per seed row phi(x[idx[j]]), each with weight 1."""
+        rows = np.ascontiguousarray(x[idx])
+        k = len(idx)
+        diag = kernel.diagonal(rows)
+        return cls(
+            kernel, tau, rows=rows, row_sq_norms=sq_norms(rows),
+            weights=np.ones(k), tags=np.zeros(k, dtype=np.int64),
+            offsets=np.arange(k + 1, dtype=np.int64),
+            grams=[diag[j:j + 1].reshape(1, 1).copy() for j in range(k)], next_tag=1,
+        )
+
+    @property
+    def n_clusters(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.rows.dtype
+
+    def _segments(self, arr: np.ndarray) -> list[np.ndarray]:
+        return [arr[self.offsets[j]:self.offsets[j + 1]] for j in range(self.n_clusters)]
+
+    def support_sizes(self) -> np.ndarray:
+        """Number of support rows per center."""
+        return np.diff(self.offsets)
+
+    def inner_products(self, x: np.ndarray, x_sq: np.ndarray) -> np.ndarray:
+        """<phi(x_i), C_j> for every row and center, shape (n, k)."""
+        kblock = self.kernel.block(x, self.rows, x_sq=x_sq, y_sq=self.row_sq_norms)
+        cols = np.arange(self.rows.shape[0], dtype=np.int64)
+        out = np.empty((x.shape[0], self.n_clusters), dtype=x.dtype)
+        return _nc.center_inner_products(kblock, cols, self.weights, self.offsets, out)
+
+    def sq_distances(self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray) -> np.ndarray:
+        """||phi(x_i) - C_j||^2, shape (n, k), clipped at 0."""
+        inner = self.inner_products(x, x_sq)
+        return _nc.sq_distances_from_inner(diag, inner, self.center_sq_norms, inner)
+
+    def step(
+        self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
+        counts: np.ndarray, update: bool,
+    ) -> StepOutcome:
+        """Assign the batch; if ``update``, move the centers toward its cluster means."""
+        b = x.shape[0]
+        k = self.n_clusters
+        n_support = self.rows.shape[0]
+        if update:
+            z = np.concatenate([self.rows, x])
+            z_sq = np.concatenate([self.row_sq_norms, x_sq])
+        else:
+            z, z_sq = self.rows, self.row_sq_norms
+        # One kernel block against every support row and (when updating) the batch itself.
+        kblock = self.kernel.block(x, z, x_sq=x_sq, y_sq=z_sq)
+        inner = np.empty((b, k), dtype=x.dtype)
+        _nc.center_inner_products(
+            kblock, np.arange(n_support, dtype=np.int64), self.weights, self.offsets, inner
+        )
+        labels, mind, before = _assign(diag, inner, self.center_sq_norms, x.dtype)
+        batch_counts = np.bincount(labels, minlength=k).astype(np.int64)
+        if not update:
+            return StepOutcome(labels, mind, batch_counts, before, None)
+
+        alpha = learning_rates(learning_rate, batch_counts, b, counts)
+        order = np.argsort(labels, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(batch_counts)])
+        tag = self.next_tag
+        cols_parts, weight_parts, tag_parts, grams = [], [], [], []
+        sizes = np.empty(k, dtype=np.int64)
+        for j in range(k):
+            lo, hi = int(self.offsets[j]), int(self.offsets[j + 1])
+            bj = int(batch_counts[j])
+            if bj == 0:
+                cols_parts.append(np.arange(lo, hi, dtype=np.int64))
+                weight_parts.append(self.weights[lo:hi])
+                tag_parts.append(self.tags[lo:hi])
+                grams.append(self.grams[j])
+                sizes[j] = hi - lo
+                continue
+            members = order[starts[j]:starts[j + 1]]
+            keep_from = lo + self._truncation_start(self.tags[lo:hi], bj)
+            kept_cols = np.arange(keep_from, hi, dtype=np.int64)
+            new_cols = n_support + members
+            a = alpha[j]
+            w = np.concatenate(
+                [self.weights[keep_from:hi] * (1.0 - a), np.full(bj, a / bj)]
+            )
+            w /= w.sum()
+            g_old = self.grams[j][keep_from - lo:, keep_from - lo:]
+            k_new_old = kblock[members][:, kept_cols]
+            k_new_new = kblock[members][:, new_cols]
+            gram = np.block([[g_old, k_new_old.T], [k_new_old, k_new_new]])
+            cols_parts.append(np.concatenate([kept_cols, new_cols]))
+            weight_parts.append(w)
+            tag_parts.append(
+                np.concatenate([self.tags[keep_from:hi], np.full(bj, tag, dtype=np.int64)])
+            )
+            grams.append(np.ascontiguousarray(gram))
+            sizes[j] = w.shape[0]
+
+        cols = np.concatenate(cols_parts)
+        self.rows = np.ascontiguousarray(z[cols])
+        self.row_sq_norms = np.ascontiguousarray(z_sq[cols])
+        self.weights = np.concatenate(weight_parts)
+        self.tags = np.concatenate(tag_parts)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.grams = grams
+        self.center_sq_norms = np.array(
+            [float(w @ (g @ w)) for w, g in zip(weight_parts, grams)]
+        )
+        self.next_tag = tag + 1
+        _nc.center_inner_products(kblock, cols, self.weights, self.offsets, inner)
+        _, _, after = _assign(diag, inner, self.center_sq_norms, x.dtype)
+        return StepOutcome(labels, mind, batch_counts, before, after)
+
+    def _truncation_start(self, tags: np.ndarray, n_new: int) -> int:
+        """Index of the first old row to keep so that old kept rows + n_new <= tau."""
+        budget = self.tau - n_new
+        if budget <= 0 or tags.shape[0] == 0:
+            return tags.shape[0]
+        # Rows are oldest batch first: walk batches from the newest while they fit.
+        boundaries = np.flatnonzero(np.diff(tags)) + 1
+        starts = np.concatenate([[0], boundaries])
+        sizes_from_end = tags.shape[0] - starts  # rows kept if we start at each batch start
+        fitting = starts[sizes_from_end <= budget]
+        return int(fitting[0]) if fitting.shape[0] else tags.shape[0]
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The store's state as plain arrays (see :meth:`from_arrays`)."""
+        sizes = self.support_sizes()
+        return {
+            "support_rows": self.rows,
+            "support_sq_norms": self.row_sq_norms,
+            "support_weights": self.weights,
+            "support_tags": self.tags,
+            "support_offsets": self.offsets,
+            "support_grams": (np.concatenate([g.ravel() for g in self.grams])
+                              if sizes.sum() else np.empty(0, self.dtype)),
+            "center_sq_norms": self.center_sq_norms,
+        }
+
+    @classmethod
+    def from_arrays(cls, kernel: KernelSpec, tau: int, arrays: dict[str, np.ndarray],
+                    next_tag: int) -> SupportCenters:
+        """Rebuild a store from :meth:`to_arrays` output, bit for bit."""
+        offsets = arrays["support_offsets"].astype(np.int64)
+        sizes = np.diff(offsets)
+        flat = arrays["support_grams"]
+        if flat.shape[0] != int((sizes ** 2).sum()):
+            raise ValueError(
+                f"support_grams has {flat.shape[0]} values, expected {int((sizes ** 2).sum())}"
+            )
+        bounds = np.concatenate([[0], np.cumsum(sizes ** 2)])
+        grams = [flat[bounds[j]:bounds[j + 1]].reshape(sizes[j], sizes[j]).copy()
+                 for j in range(sizes.shape[0])]
+        store = cls(
+            kernel, tau, rows=np.ascontiguousarray(arrays["support_rows"]),
+            row_sq_norms=arrays["support_sq_norms"].copy(),
+            weights=arrays["support_weights"].astype(np.float64),
+            tags=arrays["support_tags"].astype(np.int64), offsets=offsets, grams=grams,
+            next_tag=next_tag,
+        )
+        store.center_sq_norms = arrays["center_sq_norms"].astype(np.float64)
+        return store
+
+
+class ExplicitCenters:
+    """Explicit centroid vectors for the linear kernel (no support sets)."""
+
+    def __init__(self, centers: np.ndarray) -> None:
+        self.centers = np.ascontiguousarray(centers)
+        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+
+    @classmethod
+    def from_seeds(cls, x: np.ndarray, idx: np.ndarray) -> ExplicitCenters:
+        return cls(x[idx].copy())
+
+    @property
+    def n_clusters(self) -> int:
+        return self.centers.shape[0]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.centers.dtype
+
+    def support_sizes(self) -> np.ndarray:
+        return np.ones(self.n_clusters, dtype=np.int64)
+
+    def sq_distances(self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray) -> np.ndarray:
+        inner = x @ self.centers.T
+        return _nc.sq_distances_from_inner(diag, inner, self.center_sq_norms, inner)
+
+    def step(
+        self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
+        counts: np.ndarray, update: bool,
+    ) -> StepOutcome:
+        b = x.shape[0]
+        k = self.n_clusters
+        labels, mind, before = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
+        sums = np.empty((k, x.shape[1]), dtype=np.float64)
+        batch_counts = np.empty(k, dtype=np.int64)
+        if not update:
+            return StepOutcome(labels, mind, np.bincount(labels, minlength=k).astype(np.int64),
+                               before, None)
+        _nc.cluster_sums(x, labels, k, sums, batch_counts)
+        alpha = learning_rates(learning_rate, batch_counts, b, counts)
+        moved = batch_counts > 0
+        means = sums[moved] / batch_counts[moved, None]
+        a = alpha[moved, None]
+        self.centers[moved] = ((1.0 - a) * self.centers[moved] + a * means).astype(x.dtype)
+        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+        _, _, after = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
+        return StepOutcome(labels, mind, batch_counts, before, after)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"centers": self.centers, "center_sq_norms": self.center_sq_norms}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> ExplicitCenters:
+        store = cls(arrays["centers"].copy())
+        store.center_sq_norms = arrays["center_sq_norms"].astype(np.float64)
+        return store

@@ -1,0 +1,517 @@
+"""Truncated mini-batch kernel k-means (seed 002; DESIGN.md §2)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamkm._estimator import ParamsMixin
+from streamkm._validation import (
+    check_array,
+    check_choice,
+    check_float,
+    check_int,
+    check_random_state,
+)
+from streamkm._version import __version__
+from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
+from streamkm.cluster._monitor import ConvergenceMonitor
+from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
+from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
+from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
+from streamkm.state_io import read_npz, write_npz_atomic
+
+__all__ = ["MiniBatchKernelKMeans", "StepReport"]
+
+STATE_FORMAT = "streamkm.MiniBatchKernelKMeans"
+STATE_VERSION = 1
+_BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in transform / predict
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The outcome of one mini-batch step (:meth:`MiniBatchKernelKMeans.step`).
+
+    Attributes
+    ----------
+    labels : ndarray of shape (n,), int64
+        Cluster of each row, assigned with the centers before the update.
+    sq_distances : ndarray of shape (n,)
+        Squared kernel distance of each row to its cluster's center before the update.
+    objective : float
+        Batch objective f_B(C_i): mean of ``sq_distances``.
+    improvement : float or None
+        f_B(C_i) - f_B(C_{i+1}) on the same batch; None when the centers did not move.
+    updated : bool
+        Whether the centers moved (False while converged: assign only).
+    event : {"converged", "woke"} or None
+        A monitor transition caused by this batch.
+    step : int
+        ``n_steps_`` after this batch.
+    """
+
+    labels: np.ndarray
+    sq_distances: np.ndarray
+    objective: float
+    improvement: float | None
+    updated: bool
+    event: str | None
+    step: int
+
+
+class MiniBatchKernelKMeans(ParamsMixin):
+    """Mini-batch kernel k-means with sliding-window truncated centers.
+
+    Each center is a convex combination of recent data rows in the kernel's feature space
+    (the linear kernel keeps explicit centroids instead). A step on a batch B assigns its
+    rows to the nearest centers, then moves each center toward the mean of its rows,
+    C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j), and truncates the center's support to the
+    newest batches holding at most ``tau`` rows. The cost of a step does not depend on how
+    much of the stream has been seen.
+
+    Parameters
+    ----------
+    n_clusters : int
+        Number of clusters k.
+    kernel : {"rbf", "laplacian", "polynomial", "cosine", "linear"}, default="rbf"
+        The kernel K(x, y) (see :class:`streamkm.kernels.KernelSpec`).
+    gamma : float, optional
+        Kernel coefficient. Default: for rbf 1 / median squared pairwise distance of the
+        initialisation sample, for laplacian 1 / median L1 distance, for polynomial
+        1 / n_features. Resolved value in ``gamma_``.
+    degree : int, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1.0
+        Constant term of the polynomial kernel.
+    batch_size : int, default=1024
+        Rows per mini-batch in :meth:`fit` and in the initial warm-up.
+    tau : int, default=200
+        Maximum support rows per center kept from past batches (the newest batch is always
+        kept, even when larger).
+    learning_rate : {"sqrt", "count"}, default="sqrt"
+        ``"sqrt"``: alpha_j = sqrt(b_j / b) (the paper's rate, does not decay);
+        ``"count"``: alpha_j = b_j / (v_j + b_j), v_j the rows seen by center j.
+    tol : float, default=0.02
+        A step whose relative batch improvement is below ``tol`` counts as small.
+    patience : int, default=5
+        Small steps in a row after which the model is converged: :meth:`fit` stops;
+        streaming updates become assign-only until the objective rises (see ``wake_margin``).
+    max_iter : int, default=300
+        Maximum number of steps of :meth:`fit`.
+    init : {"k-means++", "farthest"}, default="k-means++"
+        Seeding in feature space: greedy kernel k-means++ or farthest traversal.
+    n_init : int, default=3
+        Candidate initialisations; each is warmed up for ``n_warmup`` steps on the
+        initialisation sample and the one with the lowest objective on it is kept.
+    init_size : int, optional
+        Rows of the initialisation sample: in :meth:`fit` drawn from X (default
+        ``min(n, 3 * batch_size)``), in the first :meth:`partial_fit` the first rows of the
+        batch (default: the whole batch).
+    n_warmup : int, default=5
+        Warm-up steps per candidate initialisation.
+    wake_margin : float, default=0.1
+        While converged, learning resumes when the smoothed batch objective exceeds the
+        converged level by this relative margin.
+    smoothing : float, default=0.2
+        Weight of the newest batch objective in its exponentially weighted moving average.
+    random_state : int, numpy Generator or None
+        Seed of every random choice (sampling, seeding). The generator's state is part of
+        the saved state.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+    n_steps_ : int
+        Steps taken (each batch is one step, assign-only or not).
+    converged_ : bool
+    batch_objective_ : float
+        f_B of the latest batch before its update.
+    improvement_ : float or None
+        f_B(C_i) - f_B(C_{i+1}) of the latest updating step.
+    counts_ : ndarray of shape (n_clusters,), int64
+        Rows assigned to each cluster by all steps (warm-up excluded).
+    gamma_ : float or None
+        The resolved kernel coefficient (None for cosine and linear).
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        Explicit centers; linear kernel only.
+    n_converged_ / n_woke_ : int
+        Monitor transitions so far.
+    """
+
+    def __init__(
+        self,
+        n_clusters: int = 8,
+        *,
+        kernel: str = "rbf",
+        gamma: float | None = None,
+        degree: int = 3,
+        coef0: float = 1.0,
+        batch_size: int = 1024,
+        tau: int = 200,
+        learning_rate: str = "sqrt",
+        tol: float = 0.02,
+        patience: int = 5,
+        max_iter: int = 300,
+        init: str = "k-means++",
+        n_init: int = 3,
+        init_size: int | None = None,
+        n_warmup: int = 5,
+        wake_margin: float = 0.1,
+        smoothing: float = 0.2,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.batch_size = batch_size
+        self.tau = tau
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.patience = patience
+        self.max_iter = max_iter
+        self.init = init
+        self.n_init = n_init
+        self.init_size = init_size
+        self.n_warmup = n_warmup
+        self.wake_margin = wake_margin
+        self.smoothing = smoothing
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ parameters
+    def _validate_params(self) -> None:
+        check_int(self.n_clusters, "n_clusters", low=1)
+        check_choice(self.kernel, "kernel", KERNELS)
+        if self.gamma is not None:
+            check_float(self.gamma, "gamma", low=0.0, low_inclusive=False)
+        check_int(self.degree, "degree", low=1)
+        check_float(self.coef0, "coef0")
+        check_int(self.batch_size, "batch_size", low=1)
+        check_int(self.tau, "tau", low=1)
+        check_choice(self.learning_rate, "learning_rate", ("sqrt", "count"))
+        check_float(self.tol, "tol", low=0.0)
+        check_int(self.patience, "patience", low=1)
+        check_int(self.max_iter, "max_iter", low=1)
+        check_choice(self.init, "init", ("k-means++", "farthest"))
+        check_int(self.n_init, "n_init", low=1)
+        if self.init_size is not None:
+            check_int(self.init_size, "init_size", low=1)
+        check_int(self.n_warmup, "n_warmup", low=0)
+        check_float(self.wake_margin, "wake_margin", low=0.0)
+        check_float(self.smoothing, "smoothing", low=0.0, high=1.0, low_inclusive=False)
+
+    def _is_fitted(self) -> bool:
+        return hasattr(self, "_centers")
+
+    def _check_fitted(self) -> None:
+        if not self._is_fitted():
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet: call fit or partial_fit first"
+            )
+
+    # ------------------------------------------------------------------ initialisation
+    def _reset(self) -> None:
+        for name in ("_centers", "_kernel_spec", "_monitor", "_rng"):
+            self.__dict__.pop(name, None)
+
+    def _initialize(self, sample: np.ndarray, rng: np.random.Generator) -> None:
+        k = self.n_clusters
+        if sample.shape[0] < k:
+            raise ValidationError(
+                f"n_samples={sample.shape[0]} should be >= n_clusters={k} to initialise"
+            )
+        self._rng = rng
+        self.n_features_in_ = sample.shape[1]
+        self._dtype = sample.dtype
+        gamma = self.gamma
+        if gamma is None and self.kernel in ("rbf", "laplacian", "polynomial"):
+            gamma = median_heuristic_gamma(sample, self.kernel, rng)
+        self.gamma_ = None if self.kernel in ("cosine", "linear") else float(gamma)
+        self._kernel_spec = KernelSpec(self.kernel, self.gamma_, self.degree, float(self.coef0))
+
+        sample_sq = sq_norms(sample)
+        sample_diag = self._kernel_spec.diagonal(sample)
+        seeding = kernel_kmeans_plusplus if self.init == "k-means++" else kernel_farthest_traversal
+        warm_batch = min(self.batch_size, sample.shape[0])
+        best, best_objective = None, math.inf
+        for _ in range(self.n_init):
+            idx = seeding(sample, k, self._kernel_spec, rng)
+            store = self._new_store(sample, idx)
+            counts = np.zeros(k, dtype=np.int64)
+            for _ in range(self.n_warmup):
+                rows = rng.integers(sample.shape[0], size=warm_batch)
+                outcome = store.step(
+                    sample[rows], sample_sq[rows], sample_diag[rows],
+                    learning_rate=self.learning_rate, counts=counts, update=True,
+                )
+                counts += outcome.batch_counts
+            objective = float(self._min_sq_distances(store, sample).mean())
+            if objective < best_objective:
+                best, best_objective = store, objective
+        self._centers = best
+        self._monitor = ConvergenceMonitor(
+            float(self.tol), int(self.patience), float(self.wake_margin), float(self.smoothing)
+        )
+        self.counts_ = np.zeros(k, dtype=np.int64)
+        self.n_steps_ = 0
+        self.batch_objective_ = math.nan
+        self.improvement_ = None
+        self.init_objective_ = best_objective
+
+    def _new_store(self, sample: np.ndarray, idx: np.ndarray) -> SupportCenters | ExplicitCenters:
+        if self.kernel == "linear":
+            return ExplicitCenters.from_seeds(sample, idx)
+        return SupportCenters.from_seeds(self._kernel_spec, int(self.tau), sample, idx)
+
+    # ------------------------------------------------------------------ learning
+    def fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
+        """Fit on X: mini-batches sampled with replacement until early stop or ``max_iter``.
+
+        Early stop: ``patience`` steps in a row with relative improvement below ``tol``.
+        """
+        self._validate_params()
+        x = check_array(X)
+        self._reset()
+        rng = check_random_state(self.random_state)
+        n = x.shape[0]
+        if n < self.n_clusters:
+            raise ValidationError(
+                f"n_samples={n} should be >= n_clusters={self.n_clusters}"
+            )
+        init_size = min(n, self.init_size or 3 * self.batch_size)
+        init_rows = np.sort(rng.choice(n, size=init_size, replace=False))
+        self._initialize(np.ascontiguousarray(x[init_rows]), rng)
+        batch = min(self.batch_size, n)
+        for _ in range(self.max_iter):
+            rows = rng.integers(n, size=batch)
+            self.step(x[rows])
+            if self._monitor.converged:
+                break
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
+        """One mini-batch step on X (the first call initialises from X). Returns self."""
+        self.step(X)
+        return self
+
+    def step(self, X: Any) -> StepReport:
+        """One mini-batch step on the batch X, returning what it did.
+
+        The first call initialises the model from X (which needs at least ``n_clusters``
+        rows). While converged the step only assigns; the monitor may wake the model.
+        """
+        if not self._is_fitted():
+            self._validate_params()
+            x = check_array(X)
+            init_size = x.shape[0] if self.init_size is None else min(x.shape[0], self.init_size)
+            self._initialize(x[:init_size], check_random_state(self.random_state))
+        else:
+            x = self._check_input(X)
+        x_sq = sq_norms(x)
+        diag = self._kernel_spec.diagonal(x)
+        update = not self._monitor.converged
+        outcome = self._centers.step(
+            x, x_sq, diag, learning_rate=self.learning_rate, counts=self.counts_, update=update
+        )
+        self.counts_ += outcome.batch_counts
+        self.n_steps_ += 1
+        improvement = None
+        if outcome.objective_after is not None:
+            improvement = outcome.objective_before - outcome.objective_after
+        self.batch_objective_ = outcome.objective_before
+        if update:
+            self.improvement_ = improvement
+        event = self._monitor.observe(outcome.objective_before, improvement)
+        return StepReport(
+            labels=outcome.labels, sq_distances=outcome.min_sq_distances,
+            objective=outcome.objective_before, improvement=improvement, updated=update,
+            event=event, step=self.n_steps_,
+        )
+
+    # ------------------------------------------------------------------ inference
+    def _check_input(self, X: Any) -> np.ndarray:
+        x = check_array(X, n_features=self.n_features_in_)
+        return x if x.dtype == self._dtype else x.astype(self._dtype)
+
+    def _min_sq_distances(self, store: SupportCenters | ExplicitCenters, x: np.ndarray) -> np.ndarray:
+        return self._chunked_distances(store, x).min(axis=1)
+
+    def _chunked_distances(self, store: SupportCenters | ExplicitCenters, x: np.ndarray) -> np.ndarray:
+        n = x.shape[0]
+        width = int(store.support_sizes().sum()) + 1
+        chunk = max(1, _BLOCK_ELEMENTS // width)
+        out = np.empty((n, store.n_clusters), dtype=x.dtype)
+        for lo in range(0, n, chunk):
+            part = x[lo:lo + chunk]
+            out[lo:lo + chunk] = store.sq_distances(
+                part, sq_norms(part), self._kernel_spec.diagonal(part)
+            )
+        return out
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Squared kernel distances ||phi(x) - C_j||^2, shape (n_samples, n_clusters)."""
+        self._check_fitted()
+        return self._chunked_distances(self._centers, self._check_input(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Index of the nearest center of each row (int64)."""
+        return np.argmin(self.transform(X), axis=1).astype(np.int64)
+
+    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
+        """Fit on X, then predict X."""
+        return self.fit(X).predict(X)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Minus the mean squared kernel distance of the rows of X to their nearest center."""
+        return -float(self.transform(X).min(axis=1).mean(dtype=np.float64))
+
+    @property
+    def converged_(self) -> bool:
+        self._check_fitted()
+        return self._monitor.converged
+
+    @property
+    def n_converged_(self) -> int:
+        self._check_fitted()
+        return self._monitor.n_converged
+
+    @property
+    def n_woke_(self) -> int:
+        self._check_fitted()
+        return self._monitor.n_woke
+
+    @property
+    def cluster_centers_(self) -> np.ndarray:
+        self._check_fitted()
+        if self.kernel != "linear":
+            raise AttributeError(
+                f"cluster_centers_ exists only for kernel='linear', not {self.kernel!r}: "
+                "kernel centers are implicit (convex combinations of support rows)"
+            )
+        return self._centers.centers
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The fitted state as plain arrays and JSON-able metadata (no pickle).
+
+        :meth:`from_state` rebuilds a model that predicts and keeps training bit-identically,
+        random generator included.
+        """
+        self._check_fitted()
+        params = self.get_params()
+        if not isinstance(params["random_state"], (int, type(None))):
+            params["random_state"] = None
+        arrays = dict(self._centers.to_arrays())
+        arrays["counts"] = self.counts_
+        meta = {
+            "format": STATE_FORMAT,
+            "format_version": STATE_VERSION,
+            "streamkm_version": __version__,
+            "params": params,
+            "n_features_in": int(self.n_features_in_),
+            "dtype": np.dtype(self._dtype).name,
+            "kernel_spec": self._kernel_spec.to_dict(),
+            "gamma_": self.gamma_,
+            "n_steps": int(self.n_steps_),
+            "batch_objective": None if math.isnan(self.batch_objective_) else self.batch_objective_,
+            "improvement": self.improvement_,
+            "init_objective": float(self.init_objective_),
+            "next_tag": int(getattr(self._centers, "next_tag", 0)),
+            "monitor": self._monitor.to_dict(),
+            "rng": _jsonable_rng_state(self._rng),
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> MiniBatchKernelKMeans:
+        """Rebuild a model from :meth:`get_state` output."""
+        if meta.get("format") != STATE_FORMAT:
+            raise StateError(f"not a {STATE_FORMAT} state: format={meta.get('format')!r}")
+        if meta.get("format_version") != STATE_VERSION:
+            raise StateError(
+                f"unsupported state format_version={meta.get('format_version')!r} "
+                f"(this streamkm reads {STATE_VERSION})"
+            )
+        try:
+            model = cls(**meta["params"])
+            model._validate_params()
+            model.n_features_in_ = int(meta["n_features_in"])
+            model._dtype = np.dtype(meta["dtype"])
+            model._kernel_spec = KernelSpec.from_dict(meta["kernel_spec"])
+            model.gamma_ = meta["gamma_"]
+            if model.kernel == "linear":
+                model._centers = ExplicitCenters.from_arrays(arrays)
+            else:
+                model._centers = SupportCenters.from_arrays(
+                    model._kernel_spec, int(model.tau), arrays, int(meta["next_tag"])
+                )
+            model.counts_ = arrays["counts"].astype(np.int64)
+            model.n_steps_ = int(meta["n_steps"])
+            bo = meta["batch_objective"]
+            model.batch_objective_ = math.nan if bo is None else float(bo)
+            model.improvement_ = meta["improvement"]
+            model.init_objective_ = float(meta["init_objective"])
+            model._monitor = ConvergenceMonitor(
+                float(model.tol), int(model.patience), float(model.wake_margin),
+                float(model.smoothing),
+            )
+            model._monitor.load_dict(meta["monitor"])
+            model._rng = _rng_from_state(meta["rng"])
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, StateError):
+                raise
+            raise StateError(f"malformed {STATE_FORMAT} state: {exc!r}") from exc
+        if model.counts_.shape != (model.n_clusters,):
+            raise StateError(
+                f"counts has shape {model.counts_.shape!r}, expected ({model.n_clusters},)"
+            )
+        return model
+
+    def save(self, path: str | Path) -> None:
+        """Write the state to one ``.npz`` file (atomic; no pickle)."""
+        arrays, meta = self.get_state()
+        write_npz_atomic(path, arrays, meta)
+
+    @classmethod
+    def load(cls, path: str | Path) -> MiniBatchKernelKMeans:
+        """Read a model written by :meth:`save` (verifying its SHA-256 digests)."""
+        arrays, meta = read_npz(path)
+        return cls.from_state(arrays, meta)
+
+
+def _jsonable_rng_state(rng: np.random.Generator) -> dict[str, Any]:
+    state = rng.bit_generator.state
+    if state.get("bit_generator") not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
+        raise ParameterError(f"unsupported bit generator {state.get('bit_generator')!r}")
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        if isinstance(value, np.ndarray):
+            return {"__ndarray__": value.tolist(), "dtype": value.dtype.name}
+        if isinstance(value, np.integer):
+            return int(value)
+        return value
+
+    return convert(state)
+
+
+def _rng_from_state(state: dict[str, Any]) -> np.random.Generator:
+    def convert(value: Any) -> Any:
+        if isinstance(value, dict):
+            if "__ndarray__" in value:
+                return np.asarray(value["__ndarray__"], dtype=value["dtype"])
+            return {k: convert(v) for k, v in value.items()}
+        return value
+
+    name = state.get("bit_generator")
+    if name not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
+        raise StateError(f"unsupported bit generator {name!r} in saved state")
+    bit_generator = getattr(np.random, name)()
+    bit_generator.state = convert(state)
+    return np.random.Generator(bit_generator)
