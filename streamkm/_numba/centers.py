@@ -3,35 +3,36 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 
-@njit(cache=True, parallel=True)
-def center_inner_products(kblock, cols, weights, offsets, out):  # pragma: no cover - compiled
-    """out[x, j] = sum_{s in segment j} weights[s] * kblock[x, cols[s]].
+@njit(cache=True, fastmath=True)
+def segment_inner_products(kblock, lo, hi, weights, out):  # pragma: no cover - compiled
+    """out[x, j] += sum_{lo[j] <= c < hi[j]} weights[c] * kblock[x, c].
 
-    A center j is the convex combination of the support rows ``offsets[j] <= s < offsets[j+1]``
-    whose kernel values against the rows x sit in column ``cols[s]`` of ``kblock``.
-    Accumulates in float64, stores in ``out``'s dtype.
+    Center j's support rows are the contiguous columns ``lo[j]:hi[j]`` of the kernel block,
+    with weights indexed by column. Accumulates in float64; the summation order is free
+    (fastmath) so the loop vectorises.
     """
     n = kblock.shape[0]
-    k = offsets.shape[0] - 1
-    for i in prange(n):
+    k = lo.shape[0]
+    for i in range(n):
+        row = kblock[i]
         for j in range(k):
             acc = 0.0
-            for s in range(offsets[j], offsets[j + 1]):
-                acc += weights[s] * kblock[i, cols[s]]
-            out[i, j] = acc
+            for c in range(lo[j], hi[j]):
+                acc += weights[c] * row[c]
+            out[i, j] += acc
     return out
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def sq_distances_from_inner(diag, inner, center_sq_norms, out):  # pragma: no cover - compiled
     """out[x, j] = max(diag[x] - 2 inner[x, j] + center_sq_norms[j], 0)."""
     n, k = inner.shape
     zero = out.dtype.type(0.0)
     two = out.dtype.type(2.0)
-    for i in prange(n):
+    for i in range(n):
         for j in range(k):
             d = diag[i] - two * inner[i, j] + center_sq_norms[j]
             out[i, j] = d if d > zero else zero

@@ -8,10 +8,12 @@ dtype of the input (float32 stays float32).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
+from streamkm._numba.fastexp import exp_nonpositive
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def rbf_from_inner(inner, x_sq, y_sq, gamma):  # pragma: no cover - compiled
     """Turn inner products into exp(-gamma * ||x - y||^2), in place.
 
@@ -22,52 +24,57 @@ def rbf_from_inner(inner, x_sq, y_sq, gamma):  # pragma: no cover - compiled
     g = inner.dtype.type(gamma)
     zero = inner.dtype.type(0.0)
     two = inner.dtype.type(2.0)
-    for i in prange(n):
+    scratch = np.empty(m, dtype=np.int64)
+    for i in range(n):
         xi = x_sq[i]
+        row = inner[i]
         for j in range(m):
-            d = xi + y_sq[j] - two * inner[i, j]
+            d = xi + y_sq[j] - two * row[j]
             if d < zero:
                 d = zero
-            inner[i, j] = np.exp(-g * d)
+            row[j] = -g * d
+        exp_nonpositive(row, scratch)
     return inner
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def polynomial_from_inner(inner, gamma, coef0, degree):  # pragma: no cover - compiled
     """Turn inner products into (gamma * <x, y> + coef0) ** degree, in place."""
     n, m = inner.shape
     g = inner.dtype.type(gamma)
     c = inner.dtype.type(coef0)
-    for i in prange(n):
+    for i in range(n):
         for j in range(m):
             inner[i, j] = (g * inner[i, j] + c) ** degree
     return inner
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def cosine_from_inner(inner, x_inv_norm, y_inv_norm):  # pragma: no cover - compiled
     """Turn inner products into cosine similarities, in place.
 
     ``x_inv_norm[i]`` is 1 / ||x_i|| (0 for a zero row, whose feature vector is 0).
     """
     n, m = inner.shape
-    for i in prange(n):
+    for i in range(n):
         xi = x_inv_norm[i]
         for j in range(m):
             inner[i, j] = inner[i, j] * xi * y_inv_norm[j]
     return inner
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def laplacian_block(x, y, gamma, out):  # pragma: no cover - compiled
     """out[i, j] = exp(-gamma * ||x_i - y_j||_1)."""
     n, d = x.shape
     m = y.shape[0]
-    g = out.dtype.type(gamma)
-    for i in prange(n):
+    scratch = np.empty(m, dtype=np.int64)
+    for i in range(n):
+        row = out[i]
         for j in range(m):
             acc = 0.0
             for f in range(d):
                 acc += abs(x[i, f] - y[j, f])
-            out[i, j] = np.exp(-g * out.dtype.type(acc))
+            row[j] = -gamma * acc
+        exp_nonpositive(row, scratch)
     return out

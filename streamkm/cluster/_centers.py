@@ -97,6 +97,24 @@ class SupportCenters:
             grams=[diag[j:j + 1].reshape(1, 1).copy() for j in range(k)], next_tag=1,
         )
 
+    @classmethod
+    def from_sample_weights(
+        cls, kernel: KernelSpec, tau: int, sample: np.ndarray, kmat: np.ndarray,
+        weights: np.ndarray,
+    ) -> SupportCenters:
+        """Centers given as convex weights (k, n) over the sample rows with Gram ``kmat``."""
+        supports = [np.flatnonzero(w > 0) for w in weights]
+        idx = np.concatenate(supports)
+        sizes = np.array([s.shape[0] for s in supports], dtype=np.int64)
+        rows = np.ascontiguousarray(sample[idx])
+        return cls(
+            kernel, tau, rows=rows, row_sq_norms=sq_norms(rows),
+            weights=np.concatenate([w[s] for w, s in zip(weights, supports)]),
+            tags=np.zeros(idx.shape[0], dtype=np.int64),
+            offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+            grams=[np.ascontiguousarray(kmat[np.ix_(s, s)]) for s in supports], next_tag=1,
+        )
+
     @property
     def n_clusters(self) -> int:
         return self.offsets.shape[0] - 1
@@ -115,9 +133,10 @@ class SupportCenters:
     def inner_products(self, x: np.ndarray, x_sq: np.ndarray) -> np.ndarray:
         """<phi(x_i), C_j> for every row and center, shape (n, k)."""
         kblock = self.kernel.block(x, self.rows, x_sq=x_sq, y_sq=self.row_sq_norms)
-        cols = np.arange(self.rows.shape[0], dtype=np.int64)
-        out = np.empty((x.shape[0], self.n_clusters), dtype=x.dtype)
-        return _nc.center_inner_products(kblock, cols, self.weights, self.offsets, out)
+        out = np.zeros((x.shape[0], self.n_clusters), dtype=x.dtype)
+        return _nc.segment_inner_products(
+            kblock, self.offsets[:-1], self.offsets[1:], self.weights, out
+        )
 
     def sq_distances(self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray) -> np.ndarray:
         """||phi(x_i) - C_j||^2, shape (n, k), clipped at 0."""
@@ -128,75 +147,89 @@ class SupportCenters:
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
         counts: np.ndarray, update: bool,
     ) -> StepOutcome:
-        """Assign the batch; if ``update``, move the centers toward its cluster means."""
+        """Assign the batch; if ``update``, move the centers toward its cluster means.
+
+        Kernel work: K(B, S) against the current supports, and when updating K(B, B) with
+        the batch's columns ordered by cluster, so every center's new support is a
+        contiguous range of columns in one of the two blocks.
+        """
         b = x.shape[0]
         k = self.n_clusters
-        n_support = self.rows.shape[0]
-        if update:
-            z = np.concatenate([self.rows, x])
-            z_sq = np.concatenate([self.row_sq_norms, x_sq])
-        else:
-            z, z_sq = self.rows, self.row_sq_norms
-        # One kernel block against every support row and (when updating) the batch itself.
-        kblock = self.kernel.block(x, z, x_sq=x_sq, y_sq=z_sq)
-        inner = np.empty((b, k), dtype=x.dtype)
-        _nc.center_inner_products(
-            kblock, np.arange(n_support, dtype=np.int64), self.weights, self.offsets, inner
-        )
+        k_old = self.kernel.block(x, self.rows, x_sq=x_sq, y_sq=self.row_sq_norms)
+        lo, hi = self.offsets[:-1], self.offsets[1:]
+        # Partial sums per batch group (a run of one tag inside a segment): the centers
+        # before the update and their truncated old parts after it are sums of groups.
+        starts_group = np.zeros(self.rows.shape[0], dtype=bool)
+        starts_group[lo] = True
+        starts_group[1:] |= self.tags[1:] != self.tags[:-1]
+        group_lo = np.flatnonzero(starts_group).astype(np.int64)
+        group_hi = np.concatenate([group_lo[1:], [self.rows.shape[0]]]).astype(np.int64)
+        group_owner = np.searchsorted(hi, group_lo, side="right")
+        group_sums = np.zeros((b, group_lo.shape[0]))
+        _nc.segment_inner_products(k_old, group_lo, group_hi, self.weights, group_sums)
+        membership = np.zeros((group_lo.shape[0], k))
+        membership[np.arange(group_lo.shape[0]), group_owner] = 1.0
+        inner = group_sums @ membership
         labels, mind, before = _assign(diag, inner, self.center_sq_norms, x.dtype)
         batch_counts = np.bincount(labels, minlength=k).astype(np.int64)
         if not update:
             return StepOutcome(labels, mind, batch_counts, before, None)
 
-        alpha = learning_rates(learning_rate, batch_counts, b, counts)
         order = np.argsort(labels, kind="stable")
-        starts = np.concatenate([[0], np.cumsum(batch_counts)])
+        x_sorted = x[order]
+        k_new = self.kernel.block(x, x_sorted, x_sq=x_sq, y_sq=x_sq[order])
+        starts = np.concatenate([[0], np.cumsum(batch_counts)]).astype(np.int64)
+        alpha = learning_rates(learning_rate, batch_counts, b, counts)
+        keep_from = lo.copy()
+        old_weights = self.weights.copy()  # indexed by column of k_old
+        old_scale = np.ones(k)
+        new_weights = np.zeros(b)  # indexed by column of k_new
         tag = self.next_tag
-        cols_parts, weight_parts, tag_parts, grams = [], [], [], []
-        sizes = np.empty(k, dtype=np.int64)
+        grams = list(self.grams)
+        rows, row_sq, tags, weights = [], [], [], []
         for j in range(k):
-            lo, hi = int(self.offsets[j]), int(self.offsets[j + 1])
             bj = int(batch_counts[j])
-            if bj == 0:
-                cols_parts.append(np.arange(lo, hi, dtype=np.int64))
-                weight_parts.append(self.weights[lo:hi])
-                tag_parts.append(self.tags[lo:hi])
-                grams.append(self.grams[j])
-                sizes[j] = hi - lo
-                continue
-            members = order[starts[j]:starts[j + 1]]
-            keep_from = lo + self._truncation_start(self.tags[lo:hi], bj)
-            kept_cols = np.arange(keep_from, hi, dtype=np.int64)
-            new_cols = n_support + members
-            a = alpha[j]
-            w = np.concatenate(
-                [self.weights[keep_from:hi] * (1.0 - a), np.full(bj, a / bj)]
-            )
-            w /= w.sum()
-            g_old = self.grams[j][keep_from - lo:, keep_from - lo:]
-            k_new_old = kblock[members][:, kept_cols]
-            k_new_new = kblock[members][:, new_cols]
-            gram = np.block([[g_old, k_new_old.T], [k_new_old, k_new_new]])
-            cols_parts.append(np.concatenate([kept_cols, new_cols]))
-            weight_parts.append(w)
-            tag_parts.append(
-                np.concatenate([self.tags[keep_from:hi], np.full(bj, tag, dtype=np.int64)])
-            )
-            grams.append(np.ascontiguousarray(gram))
-            sizes[j] = w.shape[0]
+            if bj:
+                keep_from[j] = lo[j] + self._truncation_start(self.tags[lo[j]:hi[j]], bj)
+                kept = slice(keep_from[j], hi[j])
+                new = slice(starts[j], starts[j + 1])
+                total = (1.0 - alpha[j]) * self.weights[kept].sum() + alpha[j]
+                old_scale[j] = (1.0 - alpha[j]) / total
+                old_weights[kept] *= old_scale[j]
+                new_weights[new] = alpha[j] / bj / total
+                members = order[new]
+                k_new_old = k_old[members, kept]
+                g_old = self.grams[j][keep_from[j] - lo[j]:, keep_from[j] - lo[j]:]
+                grams[j] = np.ascontiguousarray(
+                    np.block([[g_old, k_new_old.T], [k_new_old, k_new[members, new]]])
+                )
+                rows += [self.rows[kept], x_sorted[new]]
+                row_sq += [self.row_sq_norms[kept], x_sq[members]]
+                tags += [self.tags[kept], np.full(bj, tag, dtype=np.int64)]
+                weights += [old_weights[kept], new_weights[new]]
+            else:
+                rows.append(self.rows[lo[j]:hi[j]])
+                row_sq.append(self.row_sq_norms[lo[j]:hi[j]])
+                tags.append(self.tags[lo[j]:hi[j]])
+                weights.append(self.weights[lo[j]:hi[j]])
 
-        cols = np.concatenate(cols_parts)
-        self.rows = np.ascontiguousarray(z[cols])
-        self.row_sq_norms = np.ascontiguousarray(z_sq[cols])
-        self.weights = np.concatenate(weight_parts)
-        self.tags = np.concatenate(tag_parts)
+        # Old part of each center after the update: its kept groups, rescaled.
+        kept_groups = np.flatnonzero(group_lo >= keep_from[group_owner])
+        coeff = np.zeros((group_lo.shape[0], k))
+        coeff[kept_groups, group_owner[kept_groups]] = old_scale[group_owner[kept_groups]]
+        inner = group_sums @ coeff
+        _nc.segment_inner_products(k_new, starts[:-1], starts[1:], new_weights, inner)
+        self.rows = np.ascontiguousarray(np.concatenate(rows))
+        self.row_sq_norms = np.concatenate(row_sq)
+        self.tags = np.concatenate(tags)
+        self.weights = np.concatenate(weights)
+        sizes = (hi - keep_from) + batch_counts
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.grams = grams
         self.center_sq_norms = np.array(
-            [float(w @ (g @ w)) for w, g in zip(weight_parts, grams)]
+            [float(w @ (g @ w)) for w, g in zip(self._segments(self.weights), grams)]
         )
         self.next_tag = tag + 1
-        _nc.center_inner_products(kblock, cols, self.weights, self.offsets, inner)
         _, _, after = _assign(diag, inner, self.center_sq_norms, x.dtype)
         return StepOutcome(labels, mind, batch_counts, before, after)
 
@@ -261,6 +294,11 @@ class ExplicitCenters:
     @classmethod
     def from_seeds(cls, x: np.ndarray, idx: np.ndarray) -> ExplicitCenters:
         return cls(x[idx].copy())
+
+    @classmethod
+    def from_sample_weights(cls, sample: np.ndarray, weights: np.ndarray) -> ExplicitCenters:
+        """Centers given as convex weights (k, n) over the sample rows."""
+        return cls((weights @ sample).astype(sample.dtype))
 
     @property
     def n_clusters(self) -> int:

@@ -21,6 +21,7 @@ from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
+from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
 from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
 from streamkm.state_io import read_npz, write_npz_atomic
@@ -105,14 +106,16 @@ class MiniBatchKernelKMeans(ParamsMixin):
     init : {"k-means++", "farthest"}, default="k-means++"
         Seeding in feature space: greedy kernel k-means++ or farthest traversal.
     n_init : int, default=3
-        Candidate initialisations; each is warmed up for ``n_warmup`` steps on the
-        initialisation sample and the one with the lowest objective on it is kept.
+        Candidate initialisations. Each is warmed up on the initialisation sample (damped
+        steps with the model's learning rate on the whole sample, its kernel matrix computed
+        once) and the one with the lowest objective on the sample is kept.
     init_size : int, optional
         Rows of the initialisation sample: in :meth:`fit` drawn from X (default
         ``min(n, 3 * batch_size)``), in the first :meth:`partial_fit` the first rows of the
         batch (default: the whole batch).
-    n_warmup : int, default=5
-        Warm-up steps per candidate initialisation.
+    n_warmup : int, default=100
+        Maximum warm-up steps per candidate; a candidate stops earlier once its assignment
+        of the sample no longer changes.
     wake_margin : float, default=0.1
         While converged, learning resumes when the smoothed batch objective exceeds the
         converged level by this relative margin.
@@ -159,7 +162,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         init: str = "k-means++",
         n_init: int = 3,
         init_size: int | None = None,
-        n_warmup: int = 5,
+        n_warmup: int = 100,
         wake_margin: float = 0.1,
         smoothing: float = 0.2,
         random_state: int | np.random.Generator | None = None,
@@ -234,26 +237,24 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.gamma_ = None if self.kernel in ("cosine", "linear") else float(gamma)
         self._kernel_spec = KernelSpec(self.kernel, self.gamma_, self.degree, float(self.coef0))
 
-        sample_sq = sq_norms(sample)
-        sample_diag = self._kernel_spec.diagonal(sample)
+        kmat = self._kernel_spec.block(sample, sample)
+        diag = self._kernel_spec.diagonal(sample)
         seeding = kernel_kmeans_plusplus if self.init == "k-means++" else kernel_farthest_traversal
-        warm_batch = min(self.batch_size, sample.shape[0])
-        best, best_objective = None, math.inf
+        best: WarmedCandidate | None = None
         for _ in range(self.n_init):
-            idx = seeding(sample, k, self._kernel_spec, rng)
-            store = self._new_store(sample, idx)
-            counts = np.zeros(k, dtype=np.int64)
-            for _ in range(self.n_warmup):
-                rows = rng.integers(sample.shape[0], size=warm_batch)
-                outcome = store.step(
-                    sample[rows], sample_sq[rows], sample_diag[rows],
-                    learning_rate=self.learning_rate, counts=counts, update=True,
-                )
-                counts += outcome.batch_counts
-            objective = float(self._min_sq_distances(store, sample).mean())
-            if objective < best_objective:
-                best, best_objective = store, objective
-        self._centers = best
+            seeds = seeding(sample, k, self._kernel_spec, rng)
+            candidate = warm_up(
+                kmat, diag, seeds, max_steps=int(self.n_warmup), learning_rate=self.learning_rate
+            )
+            if best is None or candidate.objective < best.objective:
+                best = candidate
+        if self.kernel == "linear":
+            self._centers = ExplicitCenters.from_sample_weights(sample, best.weights)
+        else:
+            self._centers = SupportCenters.from_sample_weights(
+                self._kernel_spec, int(self.tau), sample, kmat, best.weights
+            )
+        best_objective = best.objective
         self._monitor = ConvergenceMonitor(
             float(self.tol), int(self.patience), float(self.wake_margin), float(self.smoothing)
         )
@@ -262,11 +263,6 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.batch_objective_ = math.nan
         self.improvement_ = None
         self.init_objective_ = best_objective
-
-    def _new_store(self, sample: np.ndarray, idx: np.ndarray) -> SupportCenters | ExplicitCenters:
-        if self.kernel == "linear":
-            return ExplicitCenters.from_seeds(sample, idx)
-        return SupportCenters.from_seeds(self._kernel_spec, int(self.tau), sample, idx)
 
     # ------------------------------------------------------------------ learning
     def fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
@@ -337,9 +333,6 @@ class MiniBatchKernelKMeans(ParamsMixin):
     def _check_input(self, X: Any) -> np.ndarray:
         x = check_array(X, n_features=self.n_features_in_)
         return x if x.dtype == self._dtype else x.astype(self._dtype)
-
-    def _min_sq_distances(self, store: SupportCenters | ExplicitCenters, x: np.ndarray) -> np.ndarray:
-        return self._chunked_distances(store, x).min(axis=1)
 
     def _chunked_distances(self, store: SupportCenters | ExplicitCenters, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
