@@ -13,6 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamkm._numba import centers as _nc
+from streamkm.cluster._raw_rows import (
+    RawRows,
+    cluster_means,
+    raw_from_arrays,
+    raw_to_arrays,
+    stack_rows,
+)
 from streamkm.kernels import KernelSpec
 
 __all__ = ["StepOutcome", "SupportCenters", "ExplicitCenters", "learning_rates", "sq_norms"]
@@ -68,9 +75,10 @@ class SupportCenters:
     def __init__(
         self, kernel: KernelSpec, tau: int, *, rows: np.ndarray, row_sq_norms: np.ndarray,
         weights: np.ndarray, tags: np.ndarray, offsets: np.ndarray, grams: list[np.ndarray],
-        next_tag: int,
+        next_tag: int, raw: RawRows | None = None,
     ) -> None:
         self.kernel = kernel
+        self.raw = raw
         self.tau = int(tau)
         self.rows = rows
         self.row_sq_norms = row_sq_norms
@@ -100,7 +108,7 @@ class SupportCenters:
     @classmethod
     def from_sample_weights(
         cls, kernel: KernelSpec, tau: int, sample: np.ndarray, kmat: np.ndarray,
-        weights: np.ndarray,
+        weights: np.ndarray, raw_sample: RawRows | None = None,
     ) -> SupportCenters:
         """Centers given as convex weights (k, n) over the sample rows with Gram ``kmat``."""
         supports = [np.flatnonzero(w > 0) for w in weights]
@@ -113,6 +121,7 @@ class SupportCenters:
             tags=np.zeros(idx.shape[0], dtype=np.int64),
             offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
             grams=[np.ascontiguousarray(kmat[np.ix_(s, s)]) for s in supports], next_tag=1,
+            raw=None if raw_sample is None else raw_sample[idx],
         )
 
     @property
@@ -145,10 +154,11 @@ class SupportCenters:
 
     def step(
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
-        counts: np.ndarray, update: bool,
+        counts: np.ndarray, update: bool, raw: RawRows | None = None,
     ) -> StepOutcome:
         """Assign the batch; if ``update``, move the centers toward its cluster means.
 
+        ``raw`` holds the batch's raw rows when the store keeps raw support rows.
         Kernel work: K(B, S) against the current supports, and when updating K(B, B) with
         the batch's columns ordered by cluster, so every center's new support is a
         contiguous range of columns in one of the two blocks.
@@ -186,7 +196,7 @@ class SupportCenters:
         new_weights = np.zeros(b)  # indexed by column of k_new
         tag = self.next_tag
         grams = list(self.grams)
-        rows, row_sq, tags, weights = [], [], [], []
+        rows, row_sq, tags, weights, raws = [], [], [], [], []
         for j in range(k):
             bj = int(batch_counts[j])
             if bj:
@@ -207,11 +217,15 @@ class SupportCenters:
                 row_sq += [self.row_sq_norms[kept], x_sq[members]]
                 tags += [self.tags[kept], np.full(bj, tag, dtype=np.int64)]
                 weights += [old_weights[kept], new_weights[new]]
+                if self.raw is not None:
+                    raws += [self.raw[kept], raw[members]]
             else:
                 rows.append(self.rows[lo[j]:hi[j]])
                 row_sq.append(self.row_sq_norms[lo[j]:hi[j]])
                 tags.append(self.tags[lo[j]:hi[j]])
                 weights.append(self.weights[lo[j]:hi[j]])
+                if self.raw is not None:
+                    raws.append(self.raw[lo[j]:hi[j]])
 
         # Old part of each center after the update: its kept groups, rescaled.
         kept_groups = np.flatnonzero(group_lo >= keep_from[group_owner])
@@ -223,6 +237,8 @@ class SupportCenters:
         self.row_sq_norms = np.concatenate(row_sq)
         self.tags = np.concatenate(tags)
         self.weights = np.concatenate(weights)
+        if self.raw is not None:
+            self.raw = stack_rows(raws)
         sizes = (hi - keep_from) + batch_counts
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.grams = grams
@@ -245,10 +261,27 @@ class SupportCenters:
         fitting = starts[sizes_from_end <= budget]
         return int(fitting[0]) if fitting.shape[0] else tags.shape[0]
 
+    def reproject(self, rows: np.ndarray) -> None:
+        """Replace the support rows by new features of the same rows (a new sketch).
+
+        Weights and batch tags stay; norms, Gram matrices and <C_j, C_j> are recomputed.
+        """
+        self.rows = np.ascontiguousarray(rows)
+        self.row_sq_norms = sq_norms(self.rows)
+        self.grams = [
+            np.ascontiguousarray(self.kernel.block(self.rows[a:b], self.rows[a:b]))
+            for a, b in zip(self.offsets[:-1], self.offsets[1:])
+        ]
+        self.center_sq_norms = np.array(
+            [float(w @ (g @ w)) for w, g in zip(self._segments(self.weights), self.grams)]
+        )
+
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The store's state as plain arrays (see :meth:`from_arrays`)."""
         sizes = self.support_sizes()
+        raw = {} if self.raw is None else raw_to_arrays(self.raw, "support_raw")
         return {
+            **raw,
             "support_rows": self.rows,
             "support_sq_norms": self.row_sq_norms,
             "support_weights": self.weights,
@@ -278,7 +311,7 @@ class SupportCenters:
             row_sq_norms=arrays["support_sq_norms"].copy(),
             weights=arrays["support_weights"].astype(np.float64),
             tags=arrays["support_tags"].astype(np.int64), offsets=offsets, grams=grams,
-            next_tag=next_tag,
+            next_tag=next_tag, raw=raw_from_arrays(arrays, "support_raw"),
         )
         store.center_sq_norms = arrays["center_sq_norms"].astype(np.float64)
         return store
@@ -287,18 +320,21 @@ class SupportCenters:
 class ExplicitCenters:
     """Explicit centroid vectors for the linear kernel (no support sets)."""
 
-    def __init__(self, centers: np.ndarray) -> None:
+    def __init__(self, centers: np.ndarray, raw: np.ndarray | None = None) -> None:
         self.centers = np.ascontiguousarray(centers)
         self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+        self.raw = raw  # (k, D) float64 raw-space centroids, updated by the same rule
 
     @classmethod
     def from_seeds(cls, x: np.ndarray, idx: np.ndarray) -> ExplicitCenters:
         return cls(x[idx].copy())
 
     @classmethod
-    def from_sample_weights(cls, sample: np.ndarray, weights: np.ndarray) -> ExplicitCenters:
+    def from_sample_weights(cls, sample: np.ndarray, weights: np.ndarray,
+                            raw_sample: RawRows | None = None) -> ExplicitCenters:
         """Centers given as convex weights (k, n) over the sample rows."""
-        return cls((weights @ sample).astype(sample.dtype))
+        raw = None if raw_sample is None else np.asarray(raw_sample.T @ weights.T).T
+        return cls((weights @ sample).astype(sample.dtype), raw)
 
     @property
     def n_clusters(self) -> int:
@@ -317,7 +353,7 @@ class ExplicitCenters:
 
     def step(
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
-        counts: np.ndarray, update: bool,
+        counts: np.ndarray, update: bool, raw: RawRows | None = None,
     ) -> StepOutcome:
         b = x.shape[0]
         k = self.n_clusters
@@ -333,15 +369,25 @@ class ExplicitCenters:
         means = sums[moved] / batch_counts[moved, None]
         a = alpha[moved, None]
         self.centers[moved] = ((1.0 - a) * self.centers[moved] + a * means).astype(x.dtype)
+        if self.raw is not None:
+            raw_means = cluster_means(raw, labels, batch_counts)
+            self.raw[moved] = (1.0 - a) * self.raw[moved] + a * raw_means[moved]
         self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
         _, _, after = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
         return StepOutcome(labels, mind, batch_counts, before, after)
 
+    def reproject(self, centers: np.ndarray) -> None:
+        """Replace the centers by the new features of their raw centroids (a new sketch)."""
+        self.centers = np.ascontiguousarray(centers)
+        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"centers": self.centers, "center_sq_norms": self.center_sq_norms}
+        raw = {} if self.raw is None else {"raw_centers": self.raw}
+        return {"centers": self.centers, "center_sq_norms": self.center_sq_norms, **raw}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> ExplicitCenters:
-        store = cls(arrays["centers"].copy())
+        raw = arrays.get("raw_centers")
+        store = cls(arrays["centers"].copy(), None if raw is None else raw.copy())
         store.center_sq_norms = arrays["center_sq_norms"].astype(np.float64)
         return store

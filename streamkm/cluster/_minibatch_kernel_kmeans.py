@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from streamkm._validation import (
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._monitor import ConvergenceMonitor
+from streamkm.cluster._raw_rows import RawRows
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
@@ -222,7 +223,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
         for name in ("_centers", "_kernel_spec", "_monitor", "_rng"):
             self.__dict__.pop(name, None)
 
-    def _initialize(self, sample: np.ndarray, rng: np.random.Generator) -> None:
+    def _initialize(self, sample: np.ndarray, rng: np.random.Generator,
+                    raw_sample: RawRows | None = None) -> None:
         k = self.n_clusters
         if sample.shape[0] < k:
             raise ValidationError(
@@ -249,10 +251,10 @@ class MiniBatchKernelKMeans(ParamsMixin):
             if best is None or candidate.objective < best.objective:
                 best = candidate
         if self.kernel == "linear":
-            self._centers = ExplicitCenters.from_sample_weights(sample, best.weights)
+            self._centers = ExplicitCenters.from_sample_weights(sample, best.weights, raw_sample)
         else:
             self._centers = SupportCenters.from_sample_weights(
-                self._kernel_spec, int(self.tau), sample, kmat, best.weights
+                self._kernel_spec, int(self.tau), sample, kmat, best.weights, raw_sample
             )
         best_objective = best.objective
         self._monitor = ConvergenceMonitor(
@@ -295,24 +297,33 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.step(X)
         return self
 
-    def step(self, X: Any) -> StepReport:
+    def step(self, X: Any, *, raw: RawRows | None = None) -> StepReport:
         """One mini-batch step on the batch X, returning what it did.
 
         The first call initialises the model from X (which needs at least ``n_clusters``
         rows). While converged the step only assigns; the monitor may wake the model.
+
+        ``raw``: when X holds sketched features, the same rows before sketching (dense or
+        CSR). A model started with raw rows keeps the raw version of its support rows (of its
+        centroids for the linear kernel) and needs ``raw`` at every step; :meth:`resketch`
+        then re-projects them.
         """
         if not self._is_fitted():
             self._validate_params()
             x = check_array(X)
+            self._check_raw(raw, x.shape[0], first=True)
             init_size = x.shape[0] if self.init_size is None else min(x.shape[0], self.init_size)
-            self._initialize(x[:init_size], check_random_state(self.random_state))
+            self._initialize(x[:init_size], check_random_state(self.random_state),
+                             None if raw is None else raw[:init_size])
         else:
             x = self._check_input(X)
+            self._check_raw(raw, x.shape[0], first=False)
         x_sq = sq_norms(x)
         diag = self._kernel_spec.diagonal(x)
         update = not self._monitor.converged
         outcome = self._centers.step(
-            x, x_sq, diag, learning_rate=self.learning_rate, counts=self.counts_, update=update
+            x, x_sq, diag, learning_rate=self.learning_rate, counts=self.counts_, update=update,
+            raw=raw,
         )
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
@@ -328,6 +339,45 @@ class MiniBatchKernelKMeans(ParamsMixin):
             objective=outcome.objective_before, improvement=improvement, updated=update,
             event=event, step=self.n_steps_,
         )
+
+    def _check_raw(self, raw: RawRows | None, n: int, *, first: bool) -> None:
+        keeps_raw = raw is not None if first else self._centers.raw is not None
+        if keeps_raw and raw is None:
+            raise ValidationError(
+                "this model keeps raw support rows (it was started with raw=...): "
+                "pass raw= with every batch"
+            )
+        if not keeps_raw and raw is not None:
+            raise ValidationError("this model was started without raw rows: raw= is not accepted")
+        if raw is not None:
+            if getattr(raw, "ndim", 2) != 2 or raw.shape[0] != n:
+                raise ValidationError(
+                    f"raw must have one row per row of X ({n}), got shape {raw.shape!r}"
+                )
+            if first:
+                self._raw_n_features = int(raw.shape[1])
+            elif raw.shape[1] != self._raw_n_features:
+                raise ValidationError(
+                    f"raw has {raw.shape[1]} features, but the model was started with "
+                    f"{self._raw_n_features}"
+                )
+
+    def resketch(self, transform: Callable[[RawRows], np.ndarray]) -> None:
+        """Re-project the kept raw rows with a new sketch ``transform`` (raw rows -> features).
+
+        Support rows (centroids for the linear kernel) are replaced by ``transform`` of their
+        raw versions and every cached kernel value is recomputed; weights, counts and the
+        monitor stay. Later batches must be sketched with the same ``transform``.
+        """
+        self._check_fitted()
+        if self._centers.raw is None:
+            raise NotFittedError(
+                "resketch needs the raw rows: start the model with step(X, raw=...)"
+            )
+        rows = check_array(transform(self._centers.raw), name="transform(raw)")
+        rows = rows.astype(self._dtype, copy=False)
+        self._centers.reproject(rows)
+        self.n_features_in_ = int(rows.shape[1])
 
     # ------------------------------------------------------------------ inference
     def _check_input(self, X: Any) -> np.ndarray:
@@ -416,6 +466,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
             "init_objective": float(self.init_objective_),
             "next_tag": int(getattr(self._centers, "next_tag", 0)),
             "monitor": self._monitor.to_dict(),
+            "raw_n_features": getattr(self, "_raw_n_features", None),
             "rng": _jsonable_rng_state(self._rng),
         }
         return arrays, meta
@@ -443,6 +494,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
                 model._centers = SupportCenters.from_arrays(
                     model._kernel_spec, int(model.tau), arrays, int(meta["next_tag"])
                 )
+            if meta.get("raw_n_features") is not None:
+                model._raw_n_features = int(meta["raw_n_features"])
             model.counts_ = arrays["counts"].astype(np.int64)
             model.n_steps_ = int(meta["n_steps"])
             bo = meta["batch_objective"]
