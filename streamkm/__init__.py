@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from streamkm._version import __version__
 from streamkm.cluster import MiniBatchKernelKMeans, StepReport
+from streamkm.drift import kernel_bisect, rscd_pairs, rtmm_pairs
 from streamkm.exceptions import (
     CheckpointError,
     ConfigError,
@@ -23,6 +24,9 @@ __all__ = [
     "__version__",
     "MiniBatchKernelKMeans",
     "StepReport",
+    "kernel_bisect",
+    "rscd_pairs",
+    "rtmm_pairs",
     "CheckpointError",
     "ConfigError",
     "DecodeError",
