@@ -48,6 +48,10 @@ PENDING_METRICS = {
 
 #: Alerts whose condition holds in this test's scenario (5 % of the lines are bad).
 EXPECTED_ACTIVE = {"StreamkmRejectedRatioHigh"}
+#: Alerts whose condition may or may not hold for a few seconds here: the lag of a tailer
+#: fed in 0.1 s bursts jitters, so its short-range derivative can be positive (in
+#: production the alert needs 15 minutes of it). Only checked to be valid queries.
+UNDETERMINED = {"StreamkmSourceLagGrowing"}
 
 
 class Stack:
@@ -87,7 +91,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         if prometheus is not None:
             prometheus.stop()
         code = service.stop()
-        assert code in (0, None), f"streamkm exited with {code}"
+    assert code == 0, f"streamkm exited with {code} on SIGTERM"
 
 
 def test_shipped_scrape_config_target_is_up(stack: Stack) -> None:
@@ -204,7 +208,7 @@ def test_rule_expressions_valid_and_true_where_expected(stack: Stack) -> None:
         if name in EXPECTED_ACTIVE and not result:
             problems.append(f"{name}: its condition holds in this test but {expr!r} "
                             f"returned nothing")
-        if name not in EXPECTED_ACTIVE and result:
+        if name not in EXPECTED_ACTIVE | UNDETERMINED and result:
             problems.append(f"{name}: {expr!r} returned {result} for a healthy service")
     assert not problems, "\n".join(problems)
 
@@ -227,7 +231,7 @@ def test_rejected_ratio_alert_pending_in_prometheus(stack: Stack) -> None:
         f"streamkm {stack.service.target} dead-letters ")
     assert alert["annotations"]["runbook"] == "docs/operations.md#streamkmrejectedratiohigh"
     others = [a["labels"]["alertname"] for a in stack.prometheus.api("alerts")["alerts"]
-              if a["labels"]["alertname"] not in EXPECTED_ACTIVE]
+              if a["labels"]["alertname"] not in EXPECTED_ACTIVE | UNDETERMINED]
     assert not others, others
 
 
