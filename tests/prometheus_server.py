@@ -120,8 +120,8 @@ def scrape_config_for_target(dest: Path, target: str, interval: str = "1s") -> P
     shipped = f'targets: ["{SHIPPED_TARGET}"]'
     assert text.count(shipped) == 1, f"expected one line {shipped} in {PROMETHEUS_CONFIG}"
     text = text.replace(shipped, f'targets: ["{target}"]')
-    text, n = re.subn(r"(?m)^(\s*(?:scrape|evaluation)_interval:\s*)\S+\s*$", rf"\g<1>{interval}",
-                      text)
+    text, n = re.subn(r"(?m)^([ \t]*(?:scrape|evaluation)_interval:[ \t]*)\S+[ \t]*$",
+                      rf"\g<1>{interval}", text)
     assert n >= 2, "the shipped config should set scrape_interval and evaluation_interval"
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(RULES_FILE, dest / RULES_FILE.name)
