@@ -180,6 +180,9 @@ class Service:
         self.status.rejected_by_reason = dict(counters.get("records_rejected_by_reason", {}))
         self.status.records_rejected = sum(self.status.rejected_by_reason.values())
         self.status.batches = int(counters.get("batches", 0))
+        # Checkpoint age is measured from the restored checkpoint, not from the epoch.
+        self.metrics.checkpoint_last_success_timestamp_seconds.set(
+            float(checkpoint.meta.get("created_unix", time.time())))
         log_event(_log, "info", "checkpoint_restored", path=str(checkpoint.path),
                   sequence=checkpoint.sequence, positions=checkpoint.positions,
                   sink_positions=checkpoint.sink_positions)
