@@ -14,6 +14,10 @@ the input (Boutsidis, Zouzias, Mahoney, Drineas):
 Every sketcher has ``fit`` / ``transform`` / ``fit_transform`` and a pickle-free state:
 ``get_state() -> (arrays, meta)`` and ``from_state(arrays, meta)`` (or
 :func:`sketcher_from_state` for any type); restored sketchers transform bit-identically.
+
+:class:`SketchedKernelKMeans` chains a sketcher and :class:`~streamkm.MiniBatchKernelKMeans`
+for streams (dense or CSR batches), re-sketching on a reservoir of recent raw rows
+(:class:`RowReservoir`) every ``resketch_every`` batches or on drift.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from __future__ import annotations
 from streamkm.sketch._base import STATE_FORMAT_VERSION, BaseSketcher
 from streamkm.sketch._dimension import feature_selection_dimension, kmeans_sketch_dimension
 from streamkm.sketch.leverage import LeverageScoreSelector, leverage_probabilities
+from streamkm.sketch.pipeline import SketchedKernelKMeans, is_data_dependent
 from streamkm.sketch.projection import PROJECTION_KINDS, RandomProjection
+from streamkm.sketch.reservoir import RowReservoir
 from streamkm.sketch.state import SKETCHER_TYPES, sketcher_from_state
 from streamkm.sketch.svd import ApproxSVD, approximate_right_singular_vectors
 
@@ -32,9 +38,12 @@ __all__ = [
     "PROJECTION_KINDS",
     "RandomProjection",
     "SKETCHER_TYPES",
+    "RowReservoir",
     "STATE_FORMAT_VERSION",
+    "SketchedKernelKMeans",
     "approximate_right_singular_vectors",
     "feature_selection_dimension",
+    "is_data_dependent",
     "kmeans_sketch_dimension",
     "leverage_probabilities",
     "sketcher_from_state",
