@@ -107,16 +107,16 @@ class MiniBatchKernelKMeans(ParamsMixin):
     init : {"k-means++", "farthest"}, default="k-means++"
         Seeding in feature space: greedy kernel k-means++ or farthest traversal.
     n_init : int, default=3
-        Candidate initialisations. Each is warmed up on the initialisation sample (damped
-        steps with the model's learning rate on the whole sample, its kernel matrix computed
-        once) and the one with the lowest objective on the sample is kept.
+        Candidate initialisations. Each is warmed up by full-batch kernel k-means on the
+        initialisation sample (its kernel matrix computed once) and the one with the lowest
+        objective on the sample is kept.
     init_size : int, optional
         Rows of the initialisation sample: in :meth:`fit` drawn from X (default
         ``min(n, 3 * batch_size)``), in the first :meth:`partial_fit` the first rows of the
         batch (default: the whole batch).
     n_warmup : int, default=100
-        Maximum warm-up steps per candidate; a candidate stops earlier once its assignment
-        of the sample no longer changes.
+        Maximum warm-up iterations per candidate; a candidate stops earlier once its
+        assignment of the sample no longer changes.
     wake_margin : float, default=0.1
         While converged, learning resumes when the smoothed batch objective exceeds the
         converged level by this relative margin.
@@ -245,9 +245,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         best: WarmedCandidate | None = None
         for _ in range(self.n_init):
             seeds = seeding(sample, k, self._kernel_spec, rng)
-            candidate = warm_up(
-                kmat, diag, seeds, max_steps=int(self.n_warmup), learning_rate=self.learning_rate
-            )
+            candidate = warm_up(kmat, diag, seeds, max_steps=int(self.n_warmup))
             if best is None or candidate.objective < best.objective:
                 best = candidate
         if self.kernel == "linear":

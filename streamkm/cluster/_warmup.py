@@ -1,9 +1,10 @@
 """Warm-up of candidate initialisations on the initialisation sample.
 
-The sample's kernel matrix is computed once; each candidate then takes damped steps on the
-whole sample, C_j <- (1 - alpha_j) C_j + alpha_j cm(S_j) with the engine's learning rate,
+The sample's kernel matrix is computed once; each candidate then runs full-batch kernel
+k-means (Lloyd in feature space: every center becomes the mean of its rows) on the sample
 until its assignment stops changing or ``max_steps`` is reached. Centers are kept as
-dense weight vectors over the sample rows, so a step is one GEMM and no kernel evaluation.
+dense weight vectors over the sample rows, so an iteration is one GEMM and no kernel
+evaluation. A center that loses all its rows keeps its previous weights.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from streamkm.cluster._centers import learning_rates
 
 __all__ = ["WarmedCandidate", "warm_up"]
 
@@ -30,18 +29,17 @@ class WarmedCandidate:
 
 def _objective(kmat: np.ndarray, diag: np.ndarray, weights: np.ndarray
                ) -> tuple[np.ndarray, float]:
-    w = weights.astype(kmat.dtype)
-    inner = (kmat @ w.T).astype(np.float64)
-    center_sq = np.einsum("jn,nj->j", weights, inner)
-    dist = diag[:, None] - 2.0 * inner + center_sq[None, :]
-    labels = np.argmin(dist, axis=1)
-    best = np.maximum(dist[np.arange(dist.shape[0]), labels], 0.0)
+    # kmat is symmetric: W K gives <C_j, phi(x)> for every center j and row x.
+    inner = (weights.astype(kmat.dtype) @ kmat).astype(np.float64, copy=False)
+    center_sq = np.einsum("jn,jn->j", weights, inner)
+    dist = diag[None, :] - 2.0 * inner + center_sq[:, None]
+    labels = np.argmin(dist, axis=0)
+    best = np.maximum(dist[labels, np.arange(dist.shape[1])], 0.0)
     return labels, float(best.mean())
 
 
 def warm_up(
     kmat: np.ndarray, diag: np.ndarray, seeds: np.ndarray, *, max_steps: int,
-    learning_rate: str,
 ) -> WarmedCandidate:
     """Warm up the centers seeded at sample rows ``seeds`` on the sample kernel matrix."""
     n = kmat.shape[0]
@@ -49,18 +47,16 @@ def warm_up(
     diag = diag.astype(np.float64)
     weights = np.zeros((k, n))
     weights[np.arange(k), seeds] = 1.0
-    counts = np.zeros(k, dtype=np.int64)
     previous = None
     steps = 0
     for _ in range(max_steps):
         labels, _ = _objective(kmat, diag, weights)
         if previous is not None and np.array_equal(labels, previous):
             break
-        batch_counts = np.bincount(labels, minlength=k).astype(np.int64)
-        alpha = learning_rates(learning_rate, batch_counts, n, counts)
-        weights *= (1.0 - alpha)[:, None]
-        weights[labels, np.arange(n)] += alpha[labels] / batch_counts[labels]
-        counts += batch_counts
+        sizes = np.bincount(labels, minlength=k)
+        occupied = sizes > 0
+        weights[occupied] = 0.0
+        weights[labels, np.arange(n)] = 1.0 / sizes[labels]
         previous = labels
         steps += 1
     weights[weights < _WEIGHT_FLOOR * weights.max(axis=1, keepdims=True)] = 0.0
