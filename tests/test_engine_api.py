@@ -226,3 +226,18 @@ def test_fit_stops_early_when_converged():
     assert model.converged_ and model.n_steps_ < 500
     capped = MiniBatchKernelKMeans(3, batch_size=256, tol=0.0, max_iter=7, random_state=0).fit(x)
     assert not capped.converged_ and capped.n_steps_ == 7
+
+
+def test_farthest_traversal_init_picks_far_rows_and_recovers_blobs():
+    from sklearn.metrics import adjusted_rand_score
+
+    from streamkm.cluster._seeding import kernel_farthest_traversal
+    from streamkm.kernels import KernelSpec
+
+    line = np.array([[0.0], [1.0], [2.0], [10.0], [11.0]])
+    seeds = kernel_farthest_traversal(line, 2, KernelSpec("linear"), np.random.default_rng(0))
+    # Whatever the first seed, the second is the farthest row from it: an end of the line.
+    assert {int(seeds[1])} <= {0, 4} and seeds[0] != seeds[1]
+    x, y = _blobs(n=900)
+    model = MiniBatchKernelKMeans(3, init="farthest", batch_size=300, random_state=2).fit(x)
+    assert adjusted_rand_score(y, model.predict(x)) > 0.9

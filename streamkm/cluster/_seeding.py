@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from streamkm.batch.seeding import farthest_first
 from streamkm.kernels import KernelSpec
 
 __all__ = ["kernel_kmeans_plusplus", "kernel_farthest_traversal"]
@@ -57,12 +58,9 @@ def kernel_farthest_traversal(
     x: np.ndarray, n_clusters: int, kernel: KernelSpec, rng: np.random.Generator
 ) -> np.ndarray:
     """Farthest traversal: first center uniform, each next one the row farthest from all chosen."""
-    n = x.shape[0]
     diag = kernel.diagonal(x).astype(np.float64)
-    centers = np.empty(n_clusters, dtype=np.int64)
-    centers[0] = rng.integers(n)
-    closest = _sq_dist_to(kernel, x, diag, centers[:1])[:, 0].astype(np.float64)
-    for c in range(1, n_clusters):
-        centers[c] = int(np.argmax(closest))
-        closest = np.minimum(closest, _sq_dist_to(kernel, x, diag, centers[c:c + 1])[:, 0])
-    return centers
+
+    def sq_dist_to(i: int) -> np.ndarray:
+        return _sq_dist_to(kernel, x, diag, np.array([i]))[:, 0].astype(np.float64)
+
+    return farthest_first(x.shape[0], n_clusters, sq_dist_to, rng)[0]
