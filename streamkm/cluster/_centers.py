@@ -20,9 +20,36 @@ from streamkm.cluster._raw_rows import (
     raw_to_arrays,
     stack_rows,
 )
+from streamkm.exceptions import ValidationError
 from streamkm.kernels import KernelSpec
 
 __all__ = ["StepOutcome", "SupportCenters", "ExplicitCenters", "learning_rates", "sq_norms"]
+
+_CROSS_BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in center_inner_products
+
+
+def _check_split_raw(keeps_raw: bool, raw_a: RawRows | None, raw_b: RawRows | None) -> None:
+    if keeps_raw and (raw_a is None or raw_b is None):
+        raise ValidationError("this store keeps raw rows: split needs raw_a and raw_b")
+    if not keeps_raw and (raw_a is not None or raw_b is not None):
+        raise ValidationError("this store keeps no raw rows: raw_a / raw_b are not accepted")
+
+
+def _raw_mean(raw: RawRows) -> np.ndarray:
+    """Dense float64 mean of raw rows (dense or CSR)."""
+    return np.asarray(raw.mean(axis=0), dtype=np.float64).ravel()
+
+
+@dataclass
+class _Segment:
+    """One center's slice of a :class:`SupportCenters` store."""
+
+    rows: np.ndarray
+    sq_norms: np.ndarray
+    weights: np.ndarray
+    tags: np.ndarray
+    gram: np.ndarray
+    raw: RawRows | None
 
 
 def sq_norms(x: np.ndarray) -> np.ndarray:
@@ -261,6 +288,101 @@ class SupportCenters:
         fitting = starts[sizes_from_end <= budget]
         return int(fitting[0]) if fitting.shape[0] else tags.shape[0]
 
+    # ------------------------------------------------------------------ structure (drift)
+    def _segment(self, j: int) -> _Segment:
+        a, b = int(self.offsets[j]), int(self.offsets[j + 1])
+        return _Segment(self.rows[a:b], self.row_sq_norms[a:b], self.weights[a:b],
+                        self.tags[a:b], self.grams[j], None if self.raw is None else self.raw[a:b])
+
+    def _mean_segment(self, rows: np.ndarray, raw: RawRows | None, tag: int) -> _Segment:
+        rows = np.ascontiguousarray(rows, dtype=self.dtype)
+        n = rows.shape[0]
+        if n == 0:
+            raise ValidationError("a split half must hold at least one row, got 0")
+        sq = sq_norms(rows)
+        gram = np.ascontiguousarray(self.kernel.block(rows, rows, x_sq=sq, y_sq=sq))
+        return _Segment(rows, sq, np.full(n, 1.0 / n), np.full(n, tag, dtype=np.int64), gram,
+                        raw)
+
+    def _assemble(self, segments: list[_Segment]) -> None:
+        self.rows = np.ascontiguousarray(np.concatenate([s.rows for s in segments]))
+        self.row_sq_norms = np.concatenate([s.sq_norms for s in segments])
+        self.weights = np.concatenate([s.weights for s in segments]).astype(np.float64)
+        self.tags = np.concatenate([s.tags for s in segments]).astype(np.int64)
+        if self.raw is not None:
+            self.raw = stack_rows([s.raw for s in segments])
+        sizes = np.array([s.rows.shape[0] for s in segments], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.grams = [s.gram for s in segments]
+        self.center_sq_norms = np.array(
+            [float(w @ (g @ w)) for w, g in zip(self._segments(self.weights), self.grams)]
+        )
+
+    def split(self, j: int, rows_a: np.ndarray, rows_b: np.ndarray, *,
+              raw_a: RawRows | None = None, raw_b: RawRows | None = None) -> None:
+        """Replace center j by the mean of ``rows_a`` and append the mean of ``rows_b``.
+
+        Each new center is supported by its rows with equal weights, as one new batch tag
+        (so the next updates truncate it like any batch); its Gram matrix is computed.
+        ``raw_a`` / ``raw_b`` are the rows' raw versions, required when the store keeps raw
+        rows. Other centers are unchanged; the new center is the last one.
+        """
+        _check_split_raw(self.raw is not None, raw_a, raw_b)
+        segments = [self._segment(i) for i in range(self.n_clusters)]
+        tag = self.next_tag
+        segments[j] = self._mean_segment(rows_a, raw_a, tag)
+        segments.append(self._mean_segment(rows_b, raw_b, tag))
+        self.next_tag = tag + 1
+        self._assemble(segments)
+
+    def merge(self, keep: int, drop: int, size_keep: float, size_drop: float) -> int:
+        """Merge center ``drop`` into ``keep``: (n_k C_keep + n_d C_drop) / (n_k + n_d).
+
+        The merged support is the union of both supports, ordered by batch tag (oldest
+        first, so truncation still drops the oldest batches), with the weights scaled by
+        n_k / (n_k + n_d) and n_d / (n_k + n_d) (halves when both sizes are 0); its Gram
+        matrix needs the cross block K(S_keep, S_drop). Center ``drop`` is removed (later
+        centers move down one position). Returns the merged center's new position.
+        """
+        if keep == drop:
+            raise ValidationError(f"cannot merge center {keep!r} with itself")
+        segments = [self._segment(i) for i in range(self.n_clusters)]
+        a, b = segments[keep], segments[drop]
+        total = float(size_keep) + float(size_drop)
+        share = float(size_keep) / total if total > 0 else 0.5
+        cross = self.kernel.block(a.rows, b.rows, x_sq=a.sq_norms, y_sq=b.sq_norms)
+        order = np.argsort(np.concatenate([a.tags, b.tags]), kind="stable")
+        gram = np.block([[a.gram, cross], [cross.T, b.gram]])[np.ix_(order, order)]
+        raw = None if a.raw is None else stack_rows([a.raw, b.raw])[order]
+        segments[keep] = _Segment(
+            np.concatenate([a.rows, b.rows])[order],
+            np.concatenate([a.sq_norms, b.sq_norms])[order],
+            np.concatenate([a.weights * share, b.weights * (1.0 - share)])[order],
+            np.concatenate([a.tags, b.tags])[order], np.ascontiguousarray(gram), raw,
+        )
+        del segments[drop]
+        self._assemble(segments)
+        return keep - int(keep > drop)
+
+    def center_inner_products(self) -> np.ndarray:
+        """<C_a, C_b> for every pair of centers, shape (k, k), float64.
+
+        One pass of kernel blocks over the supports in row chunks:
+        <C_a, C_b> = sum_{s in S_a} w_s <phi(s), C_b>; the diagonal is <C_j, C_j>.
+        """
+        n = self.rows.shape[0]
+        k = self.n_clusters
+        chunk = max(1, _CROSS_BLOCK_ELEMENTS // max(n, 1))
+        out = np.zeros((k, k))
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            per_row = self.inner_products(self.rows[lo:hi], self.row_sq_norms[lo:hi])
+            owner = np.searchsorted(self.offsets[1:], np.arange(lo, hi), side="right")
+            np.add.at(out, owner, per_row.astype(np.float64) * self.weights[lo:hi, None])
+        out = 0.5 * (out + out.T)
+        out[np.diag_indices(k)] = self.center_sq_norms
+        return out
+
     def reproject(self, rows: np.ndarray) -> None:
         """Replace the support rows by new features of the same rows (a new sketch).
 
@@ -375,6 +497,49 @@ class ExplicitCenters:
         self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
         _, _, after = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
         return StepOutcome(labels, mind, batch_counts, before, after)
+
+    def split(self, j: int, rows_a: np.ndarray, rows_b: np.ndarray, *,
+              raw_a: RawRows | None = None, raw_b: RawRows | None = None) -> None:
+        """Replace center j by the mean of ``rows_a`` and append the mean of ``rows_b``
+        (raw centroids from ``raw_a`` / ``raw_b`` when the store keeps them)."""
+        _check_split_raw(self.raw is not None, raw_a, raw_b)
+        if rows_a.shape[0] == 0 or rows_b.shape[0] == 0:
+            raise ValidationError(
+                f"a split half must hold at least one row, got {rows_a.shape[0]} and "
+                f"{rows_b.shape[0]}"
+            )
+        means = [np.asarray(r, dtype=np.float64).mean(axis=0) for r in (rows_a, rows_b)]
+        self.centers[j] = means[0].astype(self.dtype)
+        self.centers = np.ascontiguousarray(
+            np.vstack([self.centers, means[1].astype(self.dtype)[None, :]]))
+        if self.raw is not None:
+            self.raw[j] = _raw_mean(raw_a)
+            self.raw = np.vstack([self.raw, _raw_mean(raw_b)[None, :]])
+        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+
+    def merge(self, keep: int, drop: int, size_keep: float, size_drop: float) -> int:
+        """Merge center ``drop`` into ``keep`` (size-weighted mean, halves when both sizes
+        are 0); ``drop`` is removed. Returns the merged center's new position."""
+        if keep == drop:
+            raise ValidationError(f"cannot merge center {keep!r} with itself")
+        total = float(size_keep) + float(size_drop)
+        share = float(size_keep) / total if total > 0 else 0.5
+        merged = (share * self.centers[keep].astype(np.float64)
+                  + (1.0 - share) * self.centers[drop].astype(np.float64))
+        self.centers[keep] = merged.astype(self.dtype)
+        self.centers = np.ascontiguousarray(np.delete(self.centers, drop, axis=0))
+        if self.raw is not None:
+            self.raw[keep] = share * self.raw[keep] + (1.0 - share) * self.raw[drop]
+            self.raw = np.delete(self.raw, drop, axis=0)
+        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+        return keep - int(keep > drop)
+
+    def center_inner_products(self) -> np.ndarray:
+        """<C_a, C_b> for every pair of centers, shape (k, k), float64."""
+        c = self.centers.astype(np.float64)
+        out = c @ c.T
+        out[np.diag_indices(self.n_clusters)] = self.center_sq_norms
+        return out
 
     def reproject(self, centers: np.ndarray) -> None:
         """Replace the centers by the new features of their raw centroids (a new sketch)."""

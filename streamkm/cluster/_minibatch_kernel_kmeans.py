@@ -54,6 +54,15 @@ class StepReport:
         A monitor transition caused by this batch.
     step : int
         ``n_steps_`` after this batch.
+    cluster_ids : ndarray of shape (n,), int64
+        Stable id of each row's cluster (``cluster_ids_[labels]`` as it was when the batch
+        was assigned). Unlike ``labels`` (positions, which shift when clusters are split or
+        merged) stable ids never change meaning and are never reused: this is what to
+        write downstream. Without drift handling the ids equal the labels.
+    events : tuple of dict
+        Lifecycle events of this step, in order: the monitor transition (``converged`` or
+        ``woke``), then drift events (``split``, ``merge``). Each is a JSON-able dict with
+        at least ``"event"`` and ``"step"`` (see ``docs/drift.md`` for the fields).
     """
 
     labels: np.ndarray
@@ -63,6 +72,8 @@ class StepReport:
     updated: bool
     event: str | None
     step: int
+    cluster_ids: np.ndarray | None = None
+    events: tuple[dict[str, Any], ...] = ()
 
 
 class MiniBatchKernelKMeans(ParamsMixin):
@@ -125,6 +136,12 @@ class MiniBatchKernelKMeans(ParamsMixin):
     random_state : int, numpy Generator or None
         Seed of every random choice (sampling, seeding). The generator's state is part of
         the saved state.
+    drift : DriftPolicy, dict, bool or None, default=None
+        Drift handling (``docs/drift.md``): per-cluster spread monitors, re-bisection of
+        drifting clusters by kernel 2-means from RTMM pairs, Ward merges keeping the number
+        of clusters within [k_min, k_max], stable cluster ids. ``True`` uses the default
+        :class:`streamkm.drift.DriftPolicy`, a dict sets some of its fields. None (default)
+        leaves the number of clusters fixed.
 
     Attributes
     ----------
@@ -144,6 +161,13 @@ class MiniBatchKernelKMeans(ParamsMixin):
         Explicit centers; linear kernel only.
     n_converged_ / n_woke_ : int
         Monitor transitions so far.
+    n_clusters_ : int
+        Current number of clusters (changes with drift handling only).
+    cluster_ids_ : ndarray of shape (n_clusters_,), int64
+        Stable id of the cluster at each position (``predict`` returns positions:
+        ``cluster_ids_[predict(X)]`` are stable ids). ``arange(n_clusters)`` without drift.
+    n_splits_ / n_merges_ : int
+        Drift splits and merges so far (0 without drift handling).
     """
 
     def __init__(
@@ -167,6 +191,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         wake_margin: float = 0.1,
         smoothing: float = 0.2,
         random_state: int | np.random.Generator | None = None,
+        drift: Any = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -186,6 +211,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.wake_margin = wake_margin
         self.smoothing = smoothing
         self.random_state = random_state
+        self.drift = drift
 
     # ------------------------------------------------------------------ parameters
     def _validate_params(self) -> None:
@@ -208,6 +234,14 @@ class MiniBatchKernelKMeans(ParamsMixin):
         check_int(self.n_warmup, "n_warmup", low=0)
         check_float(self.wake_margin, "wake_margin", low=0.0)
         check_float(self.smoothing, "smoothing", low=0.0, high=1.0, low_inclusive=False)
+        policy = self._drift_policy()
+        if policy is not None:
+            policy.check_against(int(self.n_clusters))
+
+    def _drift_policy(self) -> Any:
+        from streamkm.drift.policy import DriftPolicy
+
+        return DriftPolicy.from_param(self.drift)
 
     def _is_fitted(self) -> bool:
         return hasattr(self, "_centers")
@@ -220,7 +254,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
 
     # ------------------------------------------------------------------ initialisation
     def _reset(self) -> None:
-        for name in ("_centers", "_kernel_spec", "_monitor", "_rng"):
+        for name in ("_centers", "_kernel_spec", "_monitor", "_rng", "_drift"):
             self.__dict__.pop(name, None)
 
     def _initialize(self, sample: np.ndarray, rng: np.random.Generator,
@@ -263,6 +297,15 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.batch_objective_ = math.nan
         self.improvement_ = None
         self.init_objective_ = best_objective
+        policy = self._drift_policy()
+        if policy is not None:
+            from streamkm.drift.controller import DriftController
+
+            self._drift = DriftController(
+                policy, k, policy.resolved_k_max(k), sample.shape[1], sample.dtype,
+                keeps_raw=raw_sample is not None,
+                rng=np.random.default_rng(int(rng.integers(2**63))),
+            )
 
     # ------------------------------------------------------------------ learning
     def fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
@@ -332,10 +375,29 @@ class MiniBatchKernelKMeans(ParamsMixin):
         if update:
             self.improvement_ = improvement
         event = self._monitor.observe(outcome.objective_before, improvement)
+        events: list[dict[str, Any]] = []
+        if event is not None:
+            events.append({"event": event, "step": self.n_steps_,
+                           "objective": float(outcome.objective_before)})
+        drift = self.__dict__.get("_drift")
+        if drift is None:
+            cluster_ids = outcome.labels
+        else:
+            cluster_ids = drift.cluster_ids[outcome.labels]
+            drift_events, self.counts_ = drift.after_step(
+                step=self.n_steps_, labels=outcome.labels,
+                sq_distances=outcome.min_sq_distances, x=x, raw=raw, centers=self._centers,
+                counts=self.counts_, kernel=self._kernel_spec,
+            )
+            if drift.active and event != "converged" and self._monitor.wake():
+                event = "woke"
+                events.append({"event": "woke", "step": self.n_steps_,
+                               "objective": float(outcome.objective_before), "cause": "drift"})
+            events += drift_events
         return StepReport(
             labels=outcome.labels, sq_distances=outcome.min_sq_distances,
             objective=outcome.objective_before, improvement=improvement, updated=update,
-            event=event, step=self.n_steps_,
+            event=event, step=self.n_steps_, cluster_ids=cluster_ids, events=tuple(events),
         )
 
     def _check_raw(self, raw: RawRows | None, n: int, *, first: bool) -> None:
@@ -376,6 +438,9 @@ class MiniBatchKernelKMeans(ParamsMixin):
         rows = rows.astype(self._dtype, copy=False)
         self._centers.reproject(rows)
         self.n_features_in_ = int(rows.shape[1])
+        drift = self.__dict__.get("_drift")
+        if drift is not None:
+            drift.reproject(transform, self.n_features_in_)
 
     # ------------------------------------------------------------------ inference
     def _check_input(self, X: Any) -> np.ndarray:
@@ -427,6 +492,31 @@ class MiniBatchKernelKMeans(ParamsMixin):
         return self._monitor.n_woke
 
     @property
+    def n_clusters_(self) -> int:
+        self._check_fitted()
+        return int(self._centers.n_clusters)
+
+    @property
+    def cluster_ids_(self) -> np.ndarray:
+        self._check_fitted()
+        drift = self.__dict__.get("_drift")
+        if drift is None:
+            return np.arange(self._centers.n_clusters, dtype=np.int64)
+        return drift.cluster_ids.copy()
+
+    @property
+    def n_splits_(self) -> int:
+        self._check_fitted()
+        drift = self.__dict__.get("_drift")
+        return 0 if drift is None else int(drift.n_splits)
+
+    @property
+    def n_merges_(self) -> int:
+        self._check_fitted()
+        drift = self.__dict__.get("_drift")
+        return 0 if drift is None else int(drift.n_merges)
+
+    @property
     def cluster_centers_(self) -> np.ndarray:
         self._check_fitted()
         if self.kernel != "linear":
@@ -447,6 +537,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
         params = self.get_params()
         if not isinstance(params["random_state"], (int, type(None))):
             params["random_state"] = None
+        policy = self._drift_policy()
+        params["drift"] = None if policy is None else policy.to_dict()
         arrays = dict(self._centers.to_arrays())
         arrays["counts"] = self.counts_
         meta = {
@@ -467,6 +559,10 @@ class MiniBatchKernelKMeans(ParamsMixin):
             "raw_n_features": getattr(self, "_raw_n_features", None),
             "rng": _jsonable_rng_state(self._rng),
         }
+        drift = self.__dict__.get("_drift")
+        if drift is not None:
+            drift_arrays, meta["drift"] = drift.to_state()
+            arrays.update(drift_arrays)
         return arrays, meta
 
     @classmethod
@@ -506,13 +602,25 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
             model._monitor.load_dict(meta["monitor"])
             model._rng = _rng_from_state(meta["rng"])
+            if meta.get("drift") is not None:
+                from streamkm.drift.controller import DriftController
+
+                model._drift = DriftController.from_state(arrays, meta["drift"], model._dtype)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StateError):
                 raise
             raise StateError(f"malformed {STATE_FORMAT} state: {exc!r}") from exc
-        if model.counts_.shape != (model.n_clusters,):
+        k = model._centers.n_clusters
+        if model.counts_.shape != (k,) or (
+            "_drift" not in model.__dict__ and k != model.n_clusters
+        ):
             raise StateError(
-                f"counts has shape {model.counts_.shape!r}, expected ({model.n_clusters},)"
+                f"counts has shape {model.counts_.shape!r} for {k} centers, expected "
+                f"({model.n_clusters},) without drift handling"
+            )
+        if "_drift" in model.__dict__ and model._drift.cluster_ids.shape != (k,):
+            raise StateError(
+                f"drift state has {model._drift.cluster_ids.shape[0]} cluster ids for {k} centers"
             )
         return model
 

@@ -65,6 +65,18 @@ class ConvergenceMonitor:
                 return "converged"
         return None
 
+    def wake(self) -> bool:
+        """Leave the converged state from outside (drift handling saw a cluster drift).
+
+        Returns True if the model was converged (counted as a wake), False otherwise.
+        """
+        if not self.converged:
+            return False
+        self.converged = False
+        self.n_small = 0
+        self.n_woke += 1
+        return True
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able state (NaN written as None)."""
         return {

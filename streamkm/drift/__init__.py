@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from streamkm.drift.bisect import BisectResult, kernel_bisect
+from streamkm.drift.controller import DriftController, SplitProposal
+from streamkm.drift.merge import MergeChoice, smallest_ward_pair, ward_cost_matrix
+from streamkm.drift.monitor import SpreadMonitor
+from streamkm.drift.policy import DriftPolicy
+from streamkm.drift.reservoir import RecentRows
 from streamkm.drift.rscd import rscd_pairs
 from streamkm.drift.rtmm import (
     pair_count,
@@ -16,6 +21,12 @@ from streamkm.drift.two_means import TwoMeansRuns, kernel_2means_from_pairs
 
 __all__ = [
     "BisectResult",
+    "DriftController",
+    "DriftPolicy",
+    "MergeChoice",
+    "RecentRows",
+    "SplitProposal",
+    "SpreadMonitor",
     "TwoMeansRuns",
     "kernel_2means_from_pairs",
     "kernel_bisect",
@@ -26,4 +37,6 @@ __all__ = [
     "rtmm_pairs",
     "serial_to_pair",
     "serials_to_pairs",
+    "smallest_ward_pair",
+    "ward_cost_matrix",
 ]

@@ -1,0 +1,278 @@
+"""The drift controller: monitors clusters, re-bisects drifting ones, merges by Ward cost.
+
+After every engine step the controller
+
+1. updates each cluster's spread monitor (:class:`~streamkm.drift.monitor.SpreadMonitor`)
+   and window of recent rows (:class:`~streamkm.drift.reservoir.RecentRows`);
+2. for up to ``max_splits_per_step`` alarmed clusters with enough recent rows: computes
+   the window's kernel matrix once, runs kernel 2-means from ``n_pairs`` RTMM pairs
+   (:func:`~streamkm.drift.bisect.kernel_bisect`) and keeps the lowest-SSE split. The split
+   is accepted when it removes at least ``min_sse_reduction`` of the window's SSE and each
+   half holds at least ``min_side_fraction`` of the rows: the center store replaces the
+   cluster by the mean of one half and appends the mean of the other; the old stable id
+   stays with the first half, the second gets a new id. A rejected split cools the
+   cluster down for ``cooldown_batches`` (its window refreshes) and is retried while the
+   alarm holds; ``max_rejections`` rejections in a row make the cluster's current spread
+   its new reference level;
+3. while there are more than ``k_max`` clusters, merges the pair of smallest Ward cost
+   (sizes: the clusters' recent rows per batch); every ``merge_every`` steps, if
+   ``merge_below`` is set, also merges redundant pairs (Ward cost below ``merge_below``
+   times the batch SSE) while there are more than ``k_min`` clusters. The merged cluster
+   keeps the stable id of the larger of the two (the lower id on ties).
+
+A step that tried a bisection, split or merged is *active*: the estimator then wakes a
+converged model, because a drifting cluster needs its centers to learn again.
+
+Stable ids start at 0 .. k-1 and each new cluster takes the next unused id: ids are
+never reused. Every split and merge returns a lifecycle event (a JSON-able dict).
+The whole state (statistics, windows, ids, counters, random generator) is arrays plus
+JSON-able metadata, saved inside the estimator's state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from streamkm.cluster._raw_rows import RawRows
+from streamkm.drift.bisect import kernel_bisect
+from streamkm.drift.merge import MergeChoice, smallest_ward_pair
+from streamkm.drift.monitor import SpreadMonitor
+from streamkm.drift.policy import DriftPolicy
+from streamkm.drift.reservoir import RecentRows
+from streamkm.kernels import KernelSpec
+
+__all__ = ["DriftController", "SplitProposal"]
+
+_PREFIX = "drift_"
+
+
+@dataclass(frozen=True)
+class SplitProposal:
+    """The best bisection found for one cluster's window of recent rows.
+
+    Attributes
+    ----------
+    position : int
+        The cluster's position in the center store.
+    side : ndarray of int64, shape (n,)
+        0 or 1 per window row.
+    sse_reduction : float
+        1 - SSE of the split / SSE of the window as one cluster.
+    accepted : bool
+        Whether the split passed ``min_sse_reduction`` and ``min_side_fraction``.
+    n_pairs : int
+        RTMM initial pairs tried.
+    """
+
+    position: int
+    side: np.ndarray
+    sse_reduction: float
+    accepted: bool
+    n_pairs: int
+
+
+class DriftController:
+    """Drift detection, re-bisection and Ward merges for one estimator.
+
+    Parameters
+    ----------
+    policy : DriftPolicy
+        The parameters.
+    n_clusters : int
+        Clusters at the start (stable ids 0 .. n_clusters - 1).
+    k_max : int
+        Resolved largest number of clusters.
+    n_features : int
+        Width of the engine's rows.
+    dtype : numpy dtype
+        dtype of the engine's rows.
+    keeps_raw : bool
+        Whether the estimator keeps raw rows (they are windowed too).
+    rng : numpy.random.Generator
+        The controller's own generator (window subsampling, RTMM draws).
+    """
+
+    def __init__(self, policy: DriftPolicy, n_clusters: int, k_max: int, n_features: int,
+                 dtype: Any, *, keeps_raw: bool, rng: np.random.Generator) -> None:
+        self.policy = policy
+        self.k_max = int(k_max)
+        self.rng = rng
+        self.cluster_ids = np.arange(int(n_clusters), dtype=np.int64)
+        self.next_id = int(n_clusters)
+        self.monitor = SpreadMonitor(
+            n_clusters, smoothing=policy.smoothing, warmup_batches=policy.warmup_batches,
+            delta=policy.delta, threshold=policy.threshold,
+            min_batch_rows=policy.min_batch_rows, cooldown_batches=policy.cooldown_batches,
+            max_rejections=policy.max_rejections,
+        )
+        self.recent = RecentRows(n_clusters, n_features, dtype, policy.reservoir_size,
+                                 keeps_raw=keeps_raw)
+        self.n_alarms = 0
+        self.n_splits = 0
+        self.n_rejected = 0
+        self.n_merges = 0
+        self.n_observed_steps = 0
+        self.active = False  # the last step tried a bisection, split or merged
+
+    # ------------------------------------------------------------------ one step
+
+    def after_step(self, *, step: int, labels: np.ndarray, sq_distances: np.ndarray,
+                   x: np.ndarray, raw: RawRows | None, centers: Any, counts: np.ndarray,
+                   kernel: KernelSpec) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """Observe one assigned batch, then split and merge; return (events, new counts).
+
+        ``centers`` is the estimator's center store (it is split and merged in place);
+        ``counts`` the records seen per cluster (split proportionally, summed on merge).
+        """
+        k = self.monitor.n_clusters
+        batch_counts = np.bincount(labels, minlength=k)
+        sq_sums = np.bincount(labels, weights=sq_distances.astype(np.float64), minlength=k)
+        alarmed = self.monitor.observe(batch_counts, sq_sums)
+        self.recent.add(labels, x, raw, self.rng)
+        self.n_observed_steps += 1
+        self.n_alarms += int(alarmed.shape[0])
+        events: list[dict[str, Any]] = []
+        tried = 0
+        for j in alarmed:
+            if tried >= self.policy.max_splits_per_step:
+                break
+            proposal = self.propose_split(int(j), kernel)
+            if proposal is None:
+                continue
+            tried += 1
+            if not proposal.accepted:
+                self.n_rejected += 1
+                self.monitor.reject(int(j))
+                continue
+            event, counts = self._split(proposal, step, centers, counts)
+            events.append(event)
+        self.active = tried > 0 or bool(events)
+        while centers.n_clusters > self.k_max:
+            choice = smallest_ward_pair(centers.center_inner_products(), self._sizes())
+            event, counts = self._merge(choice, step, centers, counts, reason="k_max")
+            events.append(event)
+        if (self.policy.merge_below is not None
+                and self.n_observed_steps % self.policy.merge_every == 0):
+            batch_sse = float(sq_sums.sum())
+            while centers.n_clusters > self.policy.k_min:
+                choice = smallest_ward_pair(centers.center_inner_products(), self._sizes())
+                if not choice.cost < self.policy.merge_below * batch_sse:
+                    break
+                event, counts = self._merge(choice, step, centers, counts, reason="redundant")
+                events.append(event)
+                self.active = True
+        return events, counts
+
+    def _sizes(self) -> np.ndarray:
+        return np.nan_to_num(self.monitor.recent_size, nan=0.0)
+
+    def propose_split(self, j: int, kernel: KernelSpec) -> SplitProposal | None:
+        """Bisect cluster j's window; None when it holds fewer than ``min_reservoir`` rows."""
+        rows = self.recent.rows[j]
+        n = rows.shape[0]
+        if n < self.policy.min_reservoir:
+            return None
+        kmat = kernel.block(rows, rows).astype(np.float64)
+        result = kernel_bisect(kernel_matrix=kmat, n_pairs=self.policy.n_pairs,
+                               max_iter=self.policy.max_iter, random_state=self.rng)
+        side = result.labels
+        smaller = min(int(side.sum()), n - int(side.sum()))
+        accepted = (result.sse_reduction >= self.policy.min_sse_reduction
+                    and smaller >= self.policy.min_side_fraction * n and smaller > 0)
+        return SplitProposal(position=j, side=side, sse_reduction=float(result.sse_reduction),
+                             accepted=bool(accepted), n_pairs=result.n_pairs_tried)
+
+    def _split(self, proposal: SplitProposal, step: int, centers: Any, counts: np.ndarray
+               ) -> tuple[dict[str, Any], np.ndarray]:
+        j = proposal.position
+        mask = proposal.side.astype(bool)
+        rows = self.recent.rows[j]
+        raw = self.recent.raw[j]
+        keep, move = np.flatnonzero(~mask), np.flatnonzero(mask)
+        centers.split(
+            j, rows[keep], rows[move],
+            raw_a=None if raw is None else raw[keep], raw_b=None if raw is None else raw[move],
+        )
+        fraction = keep.shape[0] / rows.shape[0]
+        kept_count = int(round(int(counts[j]) * fraction))
+        counts = np.append(counts, int(counts[j]) - kept_count).astype(np.int64)
+        counts[j] = kept_count
+        self.recent.split(j, proposal.side)
+        self.monitor.split(j, fraction)
+        old_id, new_id = int(self.cluster_ids[j]), self.next_id
+        self.cluster_ids = np.append(self.cluster_ids, new_id)
+        self.next_id += 1
+        self.n_splits += 1
+        event = {"event": "split", "step": int(step), "cluster": old_id,
+                 "into": [old_id, new_id], "sizes": [int(keep.shape[0]), int(move.shape[0])],
+                 "sse_reduction": round(proposal.sse_reduction, 6),
+                 "n_pairs": int(proposal.n_pairs)}
+        return event, counts
+
+    def _merge(self, choice: MergeChoice, step: int, centers: Any, counts: np.ndarray, *,
+               reason: str) -> tuple[dict[str, Any], np.ndarray]:
+        a, b = choice.a, choice.b
+        sizes = self._sizes()
+        keep, drop = (a, b) if (counts[a], -self.cluster_ids[a]) >= (counts[b], -self.cluster_ids[b]) \
+            else (b, a)
+        keep_id, drop_id = int(self.cluster_ids[keep]), int(self.cluster_ids[drop])
+        centers.merge(keep, drop, float(sizes[keep]), float(sizes[drop]))
+        counts = counts.copy()
+        counts[keep] += counts[drop]
+        counts = np.delete(counts, drop)
+        self.recent.merge(keep, drop, self.rng)
+        self.monitor.merge(keep, drop)
+        self.cluster_ids = np.delete(self.cluster_ids, drop)
+        self.n_merges += 1
+        event = {"event": "merge", "step": int(step), "clusters": [keep_id, drop_id],
+                 "into": keep_id, "ward_cost": float(choice.cost), "reason": reason}
+        return event, counts
+
+    # ------------------------------------------------------------------ re-sketching
+
+    def reproject(self, transform: Callable[[RawRows], np.ndarray], n_features: int) -> None:
+        """Re-project the windows' raw rows with a new sketch (the windows need raw rows)."""
+        self.recent.reproject(transform, n_features)
+
+    # ------------------------------------------------------------------ state
+
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Arrays (names start with ``drift_``) and JSON-able metadata."""
+        from streamkm.cluster._minibatch_kernel_kmeans import _jsonable_rng_state
+
+        arrays = {**self.monitor.to_arrays(_PREFIX + "monitor_"),
+                  **self.recent.to_arrays(_PREFIX + "recent_"),
+                  _PREFIX + "cluster_ids": self.cluster_ids.copy()}
+        meta = {"policy": self.policy.to_dict(), "k_max": self.k_max, "next_id": self.next_id,
+                "n_alarms": self.n_alarms, "n_splits": self.n_splits,
+                "n_rejected": self.n_rejected, "n_merges": self.n_merges,
+                "n_observed_steps": self.n_observed_steps,
+                "n_features": self.recent.n_features, "keeps_raw": self.recent.keeps_raw,
+                "rng": _jsonable_rng_state(self.rng)}
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays: dict[str, Any], meta: dict[str, Any], dtype: Any
+                   ) -> DriftController:
+        """Rebuild a controller from :meth:`to_state` output (raises KeyError/ValueError)."""
+        from streamkm.cluster._minibatch_kernel_kmeans import _rng_from_state
+
+        policy = DriftPolicy(**meta["policy"])
+        ids = np.asarray(arrays[_PREFIX + "cluster_ids"], dtype=np.int64)
+        ctrl = cls(policy, ids.shape[0], int(meta["k_max"]), int(meta["n_features"]), dtype,
+                   keeps_raw=bool(meta["keeps_raw"]), rng=_rng_from_state(meta["rng"]))
+        ctrl.cluster_ids = ids.copy()
+        ctrl.next_id = int(meta["next_id"])
+        ctrl.monitor.load_arrays(arrays, _PREFIX + "monitor_")
+        ctrl.recent = RecentRows.from_arrays(
+            arrays, _PREFIX + "recent_", n_features=int(meta["n_features"]), dtype=dtype,
+            capacity=policy.reservoir_size, keeps_raw=bool(meta["keeps_raw"]))
+        for name in ("n_alarms", "n_splits", "n_rejected", "n_merges", "n_observed_steps"):
+            setattr(ctrl, name, int(meta[name]))
+        sizes = {ids.shape[0], ctrl.monitor.n_clusters, ctrl.recent.n_clusters}
+        if len(sizes) != 1:
+            raise ValueError(f"drift state disagrees on the number of clusters: {sorted(sizes)!r}")
+        return ctrl

@@ -1,0 +1,173 @@
+"""The drift policy: every knob of drift detection, re-bisection and Ward merges in one place.
+
+A :class:`DriftPolicy` is the ``drift`` parameter of
+:class:`streamkm.MiniBatchKernelKMeans` (a plain dict with the same keys is accepted too, which
+is how saved states and the service's ``[drift]`` section pass it). See ``docs/drift.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from streamkm._validation import check_float, check_int
+from streamkm.exceptions import ParameterError
+
+__all__ = ["DriftPolicy"]
+
+
+@dataclass(frozen=True)
+class DriftPolicy:
+    """Parameters of per-cluster drift detection, RTMM re-bisection and Ward merges.
+
+    Detection (per cluster, on the batches that give it at least ``min_batch_rows`` rows):
+    x_t is the mean squared kernel distance of the cluster's rows to its center (before the
+    update), e_t its exponentially weighted moving average (weight ``smoothing``). The
+    reference level r is the mean of x_t over the first ``warmup_batches`` observed batches
+    of the cluster. A one-sided Page-Hinkley / CUSUM statistic on the relative rise,
+    g_t = max(0, g_{t-1} + e_t / r - 1 - ``delta``), raises an alarm when g_t > ``threshold``.
+
+    Parameters
+    ----------
+    reservoir_size : int, default=256
+        Rows of the most recent rows of each cluster kept for bisection (a bounded sliding
+        window; when a batch brings more rows than fit, a uniform random subset is kept).
+    min_reservoir : int, default=64
+        Fewest reservoir rows needed to try a bisection.
+    smoothing : float, default=0.3
+        Weight of the newest batch in the spread's moving average, in (0, 1].
+    warmup_batches : int, default=5
+        Observed batches that set a cluster's reference level (after creation, a split or a
+        merge).
+    delta : float, default=0.1
+        Relative rise of the spread tolerated without accumulating evidence.
+    threshold : float, default=1.0
+        Page-Hinkley alarm threshold on the accumulated relative rise.
+    min_batch_rows : int, default=16
+        A batch giving a cluster fewer rows does not update its spread (too noisy).
+    n_pairs : int, default=20
+        RTMM initial pairs tried by each bisection (kernel 2-means from each).
+    max_iter : int, default=50
+        Lloyd iterations per kernel 2-means run.
+    min_sse_reduction : float, default=0.8
+        A split is accepted only if it lowers the reservoir's kernel-space SSE by at least
+        this fraction (1 - SSE_split / SSE_unsplit). Unimodal clusters stay below it (in
+        input space about 0.32 for a round 2-D Gaussian blob, 0.64 for a 1-D one, 0.75 for
+        a uniform segment, 0.4 for a ring); two Gaussian modes at distance D with per-axis
+        standard deviation s in d dimensions reach it when D^2 / 4 >= 4 d s^2.
+    min_side_fraction : float, default=0.1
+        Each half of an accepted split holds at least this fraction of the reservoir.
+    cooldown_batches : int, default=5
+        Batches after a bisection attempt (accepted or not), a split or a merge during which
+        the cluster is not bisected (again); its window of recent rows refreshes meanwhile.
+    max_rejections : int, default=3
+        Rejected bisections in a row after which the cluster's current spread becomes its
+        new reference level (it broadened without becoming two modes).
+    k_min : int, default=1
+        Fewest clusters; a redundancy merge never goes below it.
+    k_max : int or None, default=None
+        Most clusters; after a split beyond it the pair of smallest Ward cost is merged.
+        None means twice the initial ``n_clusters``.
+    merge_below : float or None, default=None
+        If set, also merge (while k > k_min) the pair of smallest Ward cost when that cost
+        is below this fraction of the current batch's SSE (the pair is redundant). Ward
+        sizes are the clusters' recent rows per batch, so the cost is the rise of the
+        batch SSE the merge would cause.
+    merge_every : int, default=10
+        Steps between two redundancy checks (each needs the k x k center inner products).
+    max_splits_per_step : int, default=1
+        Bisections tried per step (the most alarmed clusters first); bounds a step's cost.
+    """
+
+    reservoir_size: int = 256
+    min_reservoir: int = 64
+    smoothing: float = 0.3
+    warmup_batches: int = 5
+    delta: float = 0.1
+    threshold: float = 1.0
+    min_batch_rows: int = 16
+    n_pairs: int = 20
+    max_iter: int = 50
+    min_sse_reduction: float = 0.8
+    min_side_fraction: float = 0.1
+    cooldown_batches: int = 5
+    max_rejections: int = 3
+    k_min: int = 1
+    k_max: int | None = None
+    merge_below: float | None = None
+    merge_every: int = 10
+    max_splits_per_step: int = 1
+
+    def __post_init__(self) -> None:
+        check_int(self.reservoir_size, "drift.reservoir_size", low=2)
+        check_int(self.min_reservoir, "drift.min_reservoir", low=2)
+        if self.min_reservoir > self.reservoir_size:
+            raise ParameterError(
+                f"drift.min_reservoir ({self.min_reservoir!r}) must be <= "
+                f"drift.reservoir_size ({self.reservoir_size!r})"
+            )
+        check_float(self.smoothing, "drift.smoothing", low=0.0, high=1.0, low_inclusive=False)
+        check_int(self.warmup_batches, "drift.warmup_batches", low=1)
+        check_float(self.delta, "drift.delta", low=0.0)
+        check_float(self.threshold, "drift.threshold", low=0.0, low_inclusive=False)
+        check_int(self.min_batch_rows, "drift.min_batch_rows", low=1)
+        check_int(self.n_pairs, "drift.n_pairs", low=1)
+        check_int(self.max_iter, "drift.max_iter", low=1)
+        check_float(self.min_sse_reduction, "drift.min_sse_reduction", low=0.0, high=1.0)
+        check_float(self.min_side_fraction, "drift.min_side_fraction", low=0.0, high=0.5)
+        check_int(self.cooldown_batches, "drift.cooldown_batches", low=0)
+        check_int(self.max_rejections, "drift.max_rejections", low=1)
+        check_int(self.k_min, "drift.k_min", low=1)
+        if self.k_max is not None:
+            check_int(self.k_max, "drift.k_max", low=1)
+            if self.k_max < self.k_min:
+                raise ParameterError(
+                    f"drift.k_max ({self.k_max!r}) must be >= drift.k_min ({self.k_min!r})"
+                )
+        if self.merge_below is not None:
+            check_float(self.merge_below, "drift.merge_below", low=0.0)
+        check_int(self.merge_every, "drift.merge_every", low=1)
+        check_int(self.max_splits_per_step, "drift.max_splits_per_step", low=1)
+
+    @classmethod
+    def from_param(cls, value: Any) -> DriftPolicy | None:
+        """The policy given as the estimator's ``drift`` parameter.
+
+        ``None`` or ``False`` -> None (drift handling off); ``True`` -> the defaults; a
+        :class:`DriftPolicy` as is; a dict -> ``DriftPolicy(**value)`` (unknown keys raise
+        :class:`~streamkm.exceptions.ParameterError` naming them).
+        """
+        if value is None or value is False:
+            return None
+        if value is True:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            known = {f.name for f in fields(cls)}
+            unknown = sorted(set(value) - known)
+            if unknown:
+                raise ParameterError(
+                    f"unknown drift parameter(s) {unknown!r}; known: {sorted(known)}"
+                )
+            return cls(**value)
+        raise ParameterError(
+            f"drift must be None, True, a DriftPolicy or a dict, got {value!r}"
+        )
+
+    def resolved_k_max(self, n_clusters: int) -> int:
+        """``k_max``, or 2 * ``n_clusters`` when unset."""
+        return 2 * int(n_clusters) if self.k_max is None else int(self.k_max)
+
+    def check_against(self, n_clusters: int) -> None:
+        """Raise :class:`~streamkm.exceptions.ParameterError` unless
+        k_min <= n_clusters <= k_max."""
+        if not self.k_min <= n_clusters <= self.resolved_k_max(n_clusters):
+            raise ParameterError(
+                f"n_clusters={n_clusters!r} must lie in [drift.k_min, drift.k_max] = "
+                f"[{self.k_min!r}, {self.resolved_k_max(n_clusters)!r}]"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the keys of the constructor)."""
+        return asdict(self)
