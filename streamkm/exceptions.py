@@ -16,6 +16,7 @@ __all__ = [
     "ConfigError",
     "CheckpointError",
     "DecodeError",
+    "SinkError",
 ]
 
 
@@ -49,3 +50,8 @@ class CheckpointError(StreamkmError, OSError):
 
 class DecodeError(StreamkmError, ValueError):
     """A raw record could not be decoded into a feature vector."""
+
+
+class SinkError(StreamkmError, OSError):
+    """A sink could not make its entries durable (e.g. the Kafka broker is unreachable);
+    the checkpoint that needed them is not written and is retried."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Sink", "AssignmentSink", "EventSink", "DeadLetterSink"]
+__all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink"]
 
 
 @runtime_checkable
@@ -53,6 +53,20 @@ class AssignmentSink(Sink, Protocol):
 
         ``clusters`` (int) and ``sq_distances`` (float) are 1-D arrays aligned with ``ids``.
         """
+        ...
+
+
+@runtime_checkable
+class RecordAssignmentSink(AssignmentSink, Protocol):
+    """An assignment sink that also wants each record's transport key and headers (Kafka).
+
+    The service calls :meth:`write_record_assignments` instead of ``write_assignments``.
+    """
+
+    def write_record_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
+                                 sq_distances: Any, step: int) -> None:
+        """Like :meth:`AssignmentSink.write_assignments`, with the accepted
+        :class:`~streamkm.sources.RawRecord` of every row (aligned with ``ids``)."""
         ...
 
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["RawRecord", "SourcePartition", "Source", "OVERSIZED", "TRUNCATED", "ERROR_PREFIX_BYTES"]
+__all__ = ["RawRecord", "SourcePartition", "Source", "AssignmentListener", "DynamicSource",
+           "OVERSIZED", "TRUNCATED", "ERROR_PREFIX_BYTES", "RELEASED"]
 
 #: ``RawRecord.error`` of a record longer than the source's size limit; ``value`` then
 #: holds only a prefix of at most :data:`ERROR_PREFIX_BYTES` bytes.
@@ -35,6 +36,9 @@ OVERSIZED = "oversized"
 TRUNCATED = "truncated"
 #: Largest ``value`` a record with an ``error`` carries.
 ERROR_PREFIX_BYTES = 1024
+#: Key the service adds (value ``True``) to the snapshot of a partition it gave up (see
+#: :class:`DynamicSource`).
+RELEASED = "released"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,4 +110,58 @@ class Source(Protocol):
     def build_part(self, part_key: str, resume_state: dict[str, Any] | None) -> SourcePartition:
         """Build partition ``part_key``, resuming from ``resume_state`` (a value previously
         returned by :meth:`SourcePartition.snapshot`) or starting fresh if ``None``."""
+        ...
+
+
+@runtime_checkable
+class AssignmentListener(Protocol):
+    """What a :class:`DynamicSource` tells the service about its changing partitions.
+
+    Both hooks are called only from inside :meth:`DynamicSource.poll` (or not at all), so
+    they never run concurrently with a batch being processed.
+    """
+
+    def on_assigned(self, part_keys: list[str]) -> None:
+        """Partitions ``part_keys`` are now this process's: build them with
+        :meth:`Source.build_part` from their last checkpointed snapshot."""
+        ...
+
+    def on_revoked(self, part_keys: list[str], *, lost: bool) -> None:
+        """Partitions ``part_keys`` are being taken away. Drop the batch in progress, write a
+        checkpoint and (unless ``lost``, i.e. ownership is already gone) commit it with
+        :meth:`DynamicSource.commit` before returning."""
+        ...
+
+
+@runtime_checkable
+class DynamicSource(Source, Protocol):
+    """A source whose partitions are assigned and revoked at run time (a consumer group).
+
+    :meth:`Source.list_parts` returns the partitions assigned right now. The service calls
+    :meth:`start` once, then :meth:`poll` whenever it waits for input and between batches;
+    assignment changes reach it through the :class:`AssignmentListener` during ``poll``.
+
+    When a partition is revoked the service keeps its last processed snapshot with
+    ``snapshot[RELEASED] = True`` (also in checkpoints). When the partition comes back,
+    :meth:`Source.build_part` receives that marked snapshot and may prefer progress another
+    consumer made meanwhile (for Kafka: the larger of the checkpointed and the committed
+    offset); an unmarked snapshot is resumed exactly (crash recovery).
+    """
+
+    def start(self, listener: AssignmentListener) -> None:
+        """Begin (joining the group happens during later :meth:`poll` calls)."""
+        ...
+
+    def poll(self, timeout_s: float) -> None:
+        """Fetch input into the partitions and run the assignment protocol; block at most
+        ``timeout_s`` seconds. Never raises for transport problems (they are retried)."""
+        ...
+
+    def commit(self, positions: dict[str, dict[str, Any]]) -> None:
+        """Tell the transport how far the service has durably checkpointed (snapshots by
+        partition key); only partitions assigned right now are committed."""
+        ...
+
+    def close(self) -> None:
+        """Commit what was last passed to :meth:`commit`, leave the group, release."""
         ...

@@ -14,7 +14,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,8 @@ class Batch:
         Snapshot of every partition right after the last record of this batch.
     next_part : int
         Round-robin pointer to store with ``positions``.
+    records : list
+        The accepted raw records, aligned with ``ids`` (their keys and headers).
     """
 
     X: np.ndarray
@@ -52,6 +54,7 @@ class Batch:
     next_part: int
     decode_seconds: float = 0.0
     read_seconds: float = 0.0
+    records: list[RawRecord] = field(default_factory=list)
 
     @property
     def n_valid(self) -> int:
@@ -103,6 +106,18 @@ class Batcher:
         self.poll_interval_s = poll_interval_s
         self.next_part = next_part % len(self.keys) if self.keys else 0
         self.dtype = dtype
+        self.generation = 0
+
+    def set_parts(self, parts: dict[str, SourcePartition]) -> None:
+        """Replace the partitions (a dynamic source's assignment changed).
+
+        A batch being collected is dropped: :meth:`collect` returns ``None`` for it. The
+        caller rebuilds the partitions that stay from their last processed snapshots.
+        """
+        self.keys = sorted(parts)
+        self.parts = parts
+        self.next_part = 0
+        self.generation += 1
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Snapshots of all partitions."""
@@ -141,8 +156,10 @@ class Batcher:
             whether it can be processed).
         """
         deadline = time.monotonic() + self.max_wait_s
+        generation = self.generation
         chunks: list[np.ndarray] = []
         ids: list[Any] = []
+        accepted_records: list[RawRecord] = []
         rejections: list[Any] = []
         n_valid = n_read = 0
         read_seconds = decode_seconds = 0.0
@@ -170,6 +187,7 @@ class Batcher:
                     ids.extend(i if i is not None else record_id_from_position(r.position)
                                for i, r in zip(rec_ids, accepted))
                     n_valid += len(accepted)
+                    accepted_records.extend(accepted)
                 rejections.extend(rejected)
             if n_valid >= self.batch_size:
                 break
@@ -178,10 +196,15 @@ class Batcher:
                     break
                 if n_read == 0:
                     return None
-            if not progressed and wait(self.poll_interval_s):
-                break
+            if not progressed:
+                stop = wait(self.poll_interval_s)
+                if self.generation != generation:
+                    return None  # the partitions changed while waiting: drop this batch
+                if stop:
+                    break
         X = (np.concatenate(chunks).astype(self.dtype, copy=False) if chunks
              else np.empty((0, self.dim), dtype=self.dtype))
         return Batch(X=X, ids=ids, rejections=rejections, n_read=n_read,
                      positions=self.snapshot(), next_part=self.next_part,
-                     decode_seconds=decode_seconds, read_seconds=read_seconds)
+                     decode_seconds=decode_seconds, read_seconds=read_seconds,
+                     records=accepted_records)

@@ -1,7 +1,7 @@
 """The service configuration: pydantic models loaded from TOML with environment overrides.
 
 A configuration file has one table per section (``[source]``, ``[decoding]``, ``[model]``,
-``[batching]``, ``[checkpoint]``, ``[sinks]``, ``[metrics]``, ``[logging]``). An environment
+``[batching]``, ``[checkpoint]``, ``[sinks]``, ``[metrics]``, ``[logging]``, ``[kafka]``). An environment
 variable ``STREAMKM_<SECTION>__<KEY>`` overrides one key; its value is read as a TOML value
 (``8``, ``true``, ``"text"``, ``[1, 2]``) and, if that fails, taken as a plain string.
 Unknown sections or keys and bad values raise :class:`~streamkm.exceptions.ConfigError`
@@ -17,14 +17,26 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from streamkm.exceptions import ConfigError
 
 __all__ = [
     "SourceConfig",
+    "KafkaSourceConfig",
+    "KafkaConfig",
     "DecodingConfig",
     "ModelConfig",
     "BatchingConfig",
@@ -47,7 +59,7 @@ class _Section(BaseModel):
 
 
 class SourceConfig(_Section):
-    """Where records come from. Only the embedded file tailer (``kind = "file"``) for now."""
+    """Tailed files (``kind = "file"``, the default); see :class:`KafkaSourceConfig`."""
 
     kind: Literal["file"] = "file"
     paths: list[Path] = Field(min_length=1)
@@ -63,6 +75,135 @@ class SourceConfig(_Section):
             raise ValueError("source.record_size (bytes per record) is required when "
                              "source.framing = 'fixed'")
         return self
+
+
+class KafkaSourceConfig(_Section):
+    """A Kafka consumer group (``kind = "kafka"``); connection settings are in ``[kafka]``."""
+
+    kind: Literal["kafka"]
+    topics: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    pattern: str | None = Field(default=None, min_length=1)
+    group_id: str = Field(default="streamkm", min_length=1)
+    group_instance_id: str | None = Field(default=None, min_length=1)
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    session_timeout_ms: int = Field(default=10000, gt=0)
+    heartbeat_interval_ms: int = Field(default=3000, gt=0)
+    max_poll_interval_ms: int = Field(default=30000, gt=0)
+    max_poll_records: int = Field(default=500, gt=0)
+    max_record_bytes: int = Field(default=1 << 20, gt=0)
+    max_buffered_records: int = Field(default=10000, gt=0)
+    poll_interval_ms: float = Field(default=100.0, gt=0)
+    commit_timeout_ms: int = Field(default=10000, gt=0)
+
+    @model_validator(mode="after")
+    def _topics_or_pattern(self) -> KafkaSourceConfig:
+        if bool(self.topics) == (self.pattern is not None):
+            raise ValueError(
+                f"set exactly one of source.topics (got {self.topics!r}) and source.pattern "
+                f"(got {self.pattern!r})")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                f"source.heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be below "
+                f"source.session_timeout_ms ({self.session_timeout_ms})")
+        return self
+
+
+def _source_kind(value: Any) -> str:
+    kind = value.get("kind", "file") if isinstance(value, dict) else getattr(value, "kind", "file")
+    return kind if isinstance(kind, str) else repr(kind)
+
+
+#: Keys of ``[kafka.consumer]`` / ``[kafka.producer]`` that streamkm sets itself.
+_MANAGED_KAFKA_KEYS = frozenset({
+    "bootstrap_servers", "group_id", "enable_auto_commit", "key_deserializer",
+    "value_deserializer", "key_serializer", "value_serializer", "default_offset_commit_callback",
+    "kafka_client", "selector", "metric_reporters", "ssl_context", "sasl_oauth_token_provider",
+})
+
+
+class KafkaConfig(_Section):
+    """Connection to the Kafka cluster, shared by the Kafka source and the Kafka sinks.
+
+    ``consumer`` and ``producer`` pass any other kafka-python ``KafkaConsumer`` /
+    ``KafkaProducer`` setting through (unknown names are errors).
+    """
+
+    bootstrap_servers: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=lambda: ["127.0.0.1:9092"], min_length=1)
+    client_id: str = Field(default="streamkm", min_length=1)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER",
+                            "GSSAPI"] | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_crlfile: Path | None = None
+    ssl_password: SecretStr | None = None
+    ssl_check_hostname: bool = True
+    api_version: str | None = Field(default=None, pattern=r"^\d+(\.\d+){1,2}$")
+    request_timeout_ms: int = Field(default=30000, gt=0)
+    bootstrap_timeout_ms: int = Field(default=5000, gt=0)
+    reconnect_backoff_ms: int = Field(default=50, gt=0)
+    reconnect_backoff_max_ms: int = Field(default=5000, gt=0)
+    consumer: dict[str, Any] = Field(default_factory=dict)
+    producer: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("consumer", "producer")
+    @classmethod
+    def _known_client_settings(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
+        from kafka import KafkaConsumer, KafkaProducer
+
+        known = (KafkaConsumer if info.field_name == "consumer" else KafkaProducer).DEFAULT_CONFIG
+        for key in value:
+            if key in _MANAGED_KAFKA_KEYS or key in cls.model_fields:
+                raise ValueError(f"kafka.{info.field_name}.{key} = {value[key]!r} is set by "
+                                 f"streamkm or in [kafka]/[source], not here")
+            if key not in known:
+                raise ValueError(f"unknown kafka-python {info.field_name} setting "
+                                 f"{key!r} (value {value[key]!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> KafkaConfig:
+        if self.security_protocol.startswith("SASL_"):
+            if self.sasl_mechanism is None:
+                raise ValueError(f"kafka.sasl_mechanism is required with "
+                                 f"kafka.security_protocol = {self.security_protocol!r}")
+            if self.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and (
+                    self.sasl_plain_username is None or self.sasl_plain_password is None):
+                raise ValueError(f"kafka.sasl_plain_username and kafka.sasl_plain_password "
+                                 f"are required with kafka.sasl_mechanism = "
+                                 f"{self.sasl_mechanism!r}")
+        return self
+
+    def client_settings(self) -> dict[str, Any]:
+        """Keyword arguments common to kafka-python's consumer and producer."""
+        settings: dict[str, Any] = {
+            "bootstrap_servers": list(self.bootstrap_servers), "client_id": self.client_id,
+            "security_protocol": self.security_protocol,
+            "ssl_check_hostname": self.ssl_check_hostname,
+            "request_timeout_ms": self.request_timeout_ms,
+            "bootstrap_timeout_ms": self.bootstrap_timeout_ms,
+            "reconnect_backoff_ms": self.reconnect_backoff_ms,
+            "reconnect_backoff_max_ms": self.reconnect_backoff_max_ms,
+        }
+        if self.sasl_mechanism is not None:
+            settings["sasl_mechanism"] = self.sasl_mechanism
+        if self.sasl_plain_username is not None:
+            settings["sasl_plain_username"] = self.sasl_plain_username
+        for name in ("sasl_plain_password", "ssl_password"):
+            secret = getattr(self, name)
+            if secret is not None:
+                settings[name] = secret.get_secret_value()
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_crlfile"):
+            path = getattr(self, name)
+            if path is not None:
+                settings[name] = str(path)
+        if self.api_version is not None:
+            settings["api_version"] = tuple(int(p) for p in self.api_version.split("."))
+        return settings
 
 
 class DecodingConfig(_Section):
@@ -120,12 +261,30 @@ class CheckpointConfig(_Section):
 
 
 class SinksConfig(_Section):
-    """Output files (JSON lines). ``assignments`` and ``events`` may be disabled with ``""``."""
+    """Output files (JSON lines, ``kind = "file"``) or Kafka topics (``kind = "kafka"``).
 
+    ``assignments`` / ``events`` (files) and ``assignments_topic`` / ``events_topic``
+    (topics) may be disabled with ``""``.
+    """
+
+    kind: Literal["file", "kafka"] = "file"
     assignments: Path | None = Path("state/assignments.jsonl")
     events: Path | None = Path("state/events.jsonl")
     dead_letter: Path = Path("state/dead_letter.jsonl")
     dead_letter_max_raw_bytes: int = Field(default=65536, ge=0)
+    assignments_topic: str | None = "streamkm-assignments"
+    events_topic: str | None = "streamkm-events"
+    dead_letter_topic: str = Field(default="streamkm-dead-letter", min_length=1)
+    flush_timeout_ms: int = Field(default=30000, gt=0)
+
+    @model_validator(mode="after")
+    def _topics_only_for_kafka(self) -> SinksConfig:
+        topic_keys = {"assignments_topic", "events_topic", "dead_letter_topic",
+                      "flush_timeout_ms"} & self.model_fields_set
+        if self.kind == "file" and topic_keys:
+            key = sorted(topic_keys)[0]
+            raise ValueError(f"sinks.{key} = {getattr(self, key)!r} needs sinks.kind = 'kafka'")
+        return self
 
 
 class MetricsConfig(_Section):
@@ -145,7 +304,10 @@ class LoggingConfig(_Section):
 class ServiceConfig(_Section):
     """The whole service configuration."""
 
-    source: SourceConfig
+    source: Annotated[
+        Annotated[SourceConfig, Tag("file")] | Annotated[KafkaSourceConfig, Tag("kafka")],
+        Discriminator(_source_kind),
+    ]
     decoding: DecodingConfig
     model: ModelConfig
     batching: BatchingConfig = BatchingConfig()
@@ -153,6 +315,12 @@ class ServiceConfig(_Section):
     sinks: SinksConfig = SinksConfig()
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+
+    @property
+    def uses_kafka(self) -> bool:
+        """True if the source or the sinks talk to Kafka."""
+        return self.source.kind == "kafka" or self.sinks.kind == "kafka"
 
     @model_validator(mode="after")
     def _first_batch_can_initialise(self) -> ServiceConfig:
@@ -172,7 +340,10 @@ class ServiceConfig(_Section):
             return p if p.is_absolute() else (base / p).resolve()
 
         data = self.model_copy(deep=True)
-        data.source.paths = [fix(p) for p in data.source.paths]  # type: ignore[misc]
+        if isinstance(data.source, SourceConfig):
+            data.source.paths = [fix(p) for p in data.source.paths]  # type: ignore[misc]
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_crlfile"):
+            setattr(data.kafka, name, fix(getattr(data.kafka, name)))
         data.checkpoint.dir = fix(data.checkpoint.dir)  # type: ignore[assignment]
         data.sinks.assignments = fix(data.sinks.assignments)
         data.sinks.events = fix(data.sinks.events)
@@ -183,7 +354,7 @@ class ServiceConfig(_Section):
 def _empty_path_to_none(raw: dict[str, Any]) -> None:
     sinks = raw.get("sinks")
     if isinstance(sinks, dict):
-        for key in ("assignments", "events"):
+        for key in ("assignments", "events", "assignments_topic", "events_topic"):
             if sinks.get(key) == "":
                 sinks[key] = None
 
@@ -235,9 +406,15 @@ def _format_errors(exc: ValidationError, raw: dict[str, Any], origin: dict[str, 
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
+        if len(loc) > 1 and loc[0] == "source" and loc[1] in ("file", "kafka"):
+            loc = loc[:1] + loc[2:]  # drop the union tag
         key = ".".join(str(p) for p in loc) or "(top level)"
         found, value = _lookup(raw, loc)
-        if err["type"] == "extra_forbidden":
+        if err["type"] == "union_tag_invalid":
+            found, value = _lookup(raw, loc + ("kind",))
+            text = (f"config key {key + '.kind'!r} has bad value {value!r}: expected "
+                    f"'file' or 'kafka'")
+        elif err["type"] == "extra_forbidden":
             text = f"unknown config key {key!r} (value {value!r})"
         elif err["type"] == "missing":
             text = f"config key {key!r} is required"

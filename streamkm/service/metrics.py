@@ -16,7 +16,7 @@ from prometheus_client.exposition import start_http_server
 
 from streamkm._version import __version__
 
-__all__ = ["ServiceMetrics", "MetricsServer", "start_metrics_server"]
+__all__ = ["ServiceMetrics", "KafkaMetrics", "MetricsServer", "start_metrics_server"]
 
 _BATCH_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                           2.5, 5.0, 10.0)
@@ -85,16 +85,50 @@ class ServiceMetrics:
             "streamkm_checkpoint_corrupt",
             "Checkpoint files found unreadable or corrupt at restore (skipped for an older one).",
             registry=r)
+        self._kafka: KafkaMetrics | None = None
         self.build_info = Info(
             "streamkm_build", "Version of streamkm running.", registry=r)
         self.build_info.info({"version": __version__})
         for kind in ("converged", "woke"):
             self.model_transitions.labels(kind=kind)
 
+    @property
+    def kafka(self) -> KafkaMetrics:
+        """The Kafka client metrics, registered on first use (only services that talk to
+        Kafka expose them)."""
+        if self._kafka is None:
+            self._kafka = KafkaMetrics(self.registry)
+        return self._kafka
+
     def init_reasons(self, reasons: list[str]) -> None:
         """Create the ``reason`` series at 0 so rates work from the first rejection."""
         for reason in reasons:
             self.records_rejected.labels(reason=reason)
+
+
+class KafkaMetrics:
+    """Metrics of the Kafka consumer and producers (``topic``/``partition`` labels are the
+    partitions currently assigned; ``client`` is ``consumer`` or ``producer``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.consumer_lag_records = Gauge(
+            "streamkm_kafka_consumer_lag_records",
+            "Messages not yet handed to the batcher, per assigned partition (high watermark "
+            "minus next offset).", ["topic", "partition"], registry=r)
+        self.commits = Counter(
+            "streamkm_kafka_commits", "Offset commits to the broker that succeeded.", registry=r)
+        self.commit_failures = Counter(
+            "streamkm_kafka_commit_failures",
+            "Offset commits that failed (retried with the next checkpoint).", registry=r)
+        self.rebalances = Counter(
+            "streamkm_kafka_rebalances",
+            "Partition assignments received by this consumer (one per completed rebalance).",
+            registry=r)
+        self.broker_connected = Gauge(
+            "streamkm_kafka_broker_connected",
+            "1 while the client holds at least one broker connection, else 0.", ["client"],
+            registry=r)
 
 
 @dataclass

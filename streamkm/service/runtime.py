@@ -5,6 +5,12 @@ the source positions right after the last batch the model has seen and the sink 
 right after that batch's output. A restart restores the model, truncates the file sinks
 to those lengths and resumes every partition from its position, so each valid record
 affects the model once whatever crashes happen between checkpoints.
+
+A :class:`~streamkm.sources.DynamicSource` (a Kafka consumer group) changes its partitions
+at run time. Its assignment hooks run only while the service polls it, never during a
+batch: on revocation the batch being collected is dropped, the partitions that stay are
+rebuilt from their last processed snapshots, a checkpoint is written (revoked partitions
+marked released) and committed before the partitions are given up.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from streamkm.service.wiring import (
     build_sinks,
     build_source,
 )
-from streamkm.sources import Source, SourcePartition
+from streamkm.sinks import RecordAssignmentSink
+from streamkm.sources import RELEASED, DynamicSource, Source, SourcePartition
 
 __all__ = ["Service", "ServiceStatus"]
 
@@ -95,6 +102,9 @@ class Service:
         self.metrics_server: MetricsServer | None = None
         self.model: Any = None
         self._parts: dict[str, SourcePartition] = {}
+        self._active_source: Source | None = None
+        self._dynamic: DynamicSource | None = None
+        self._record_assignments = False
         self._sinks: ServiceSinks | None = None
         self._store: CheckpointStore | None = None
         self._batcher: Batcher | None = None
@@ -124,24 +134,32 @@ class Service:
         self._store = CheckpointStore(cfg.checkpoint.dir, keep=cfg.checkpoint.keep,
                                       on_corrupt=lambda _p, _e: self.metrics.checkpoint_corrupt.inc())
         checkpoint = self._store.load_latest()
-        self._sinks = build_sinks(cfg.sinks)
-        source = self._source if self._source is not None else build_source(cfg.source)
+        self._sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
+        self._record_assignments = isinstance(self._sinks.assignments, RecordAssignmentSink)
+        source = self._source if self._source is not None else build_source(
+            cfg.source, kafka=cfg.kafka, metrics=self.metrics)
+        self._active_source = source
+        if isinstance(source, DynamicSource):
+            self._dynamic = source
         positions: dict[str, Any] = {}
         next_part = 0
         if checkpoint is not None:
             positions = checkpoint.positions
             next_part = int(checkpoint.meta.get("batcher", {}).get("next_part", 0))
             self._restore(checkpoint)
-        for key in source.list_parts():
-            self._parts[key] = source.build_part(key, positions.get(key))
-        for key in sorted(set(positions) - set(self._parts)):
-            log_event(_log, "warning", "checkpointed_partition_gone", partition=key)
+        if self._dynamic is None:
+            for key in source.list_parts():
+                self._parts[key] = source.build_part(key, positions.get(key))
+            for key in sorted(set(positions) - set(self._parts)):
+                log_event(_log, "warning", "checkpointed_partition_gone", partition=key)
         self._batcher = Batcher(
             self._parts, decoder, dim=cfg.decoding.dim, batch_size=cfg.batching.batch_size,
             max_wait_s=cfg.batching.max_wait_ms / 1000.0,
             poll_interval_s=cfg.source.poll_interval_ms / 1000.0, next_part=next_part,
             dtype=np.dtype(cfg.decoding.dtype))
         self._committed_positions = self._batcher.snapshot()
+        if self._dynamic is not None:  # assigned later; keep every checkpointed position
+            self._committed_positions = {**positions, **self._committed_positions}
         self._committed_next_part = self._batcher.next_part
         self._refresh_model_metrics()
         if self._serve_metrics:
@@ -152,6 +170,8 @@ class Service:
         self._started = True
         if checkpoint is None:
             self.checkpoint(reason="initial")
+        if self._dynamic is not None:
+            self._dynamic.start(_AssignmentHooks(self))
         log_event(_log, "info", "service_started", partitions=sorted(self._parts),
                   step=self.status.step, restored=checkpoint is not None,
                   checkpoint=str(checkpoint.path) if checkpoint else None)
@@ -195,11 +215,14 @@ class Service:
         try:
             while not self._stop.is_set():
                 min_valid = 1 if self._model_ready() else self.config.model.n_clusters
-                batch = self._batcher.collect(min_valid=min_valid, wait=self._stop.wait)
+                wait = self._stop.wait if self._dynamic is None else self._poll_dynamic
+                batch = self._batcher.collect(min_valid=min_valid, wait=wait)
                 self._update_lag()
                 if batch is not None and self._can_process(batch):
                     self.process(batch)
                 self._maybe_checkpoint()
+                if self._dynamic is not None:
+                    self._dynamic.poll(0.0)  # stay in the group; rebalance between batches
         except BaseException:
             # The model may be ahead of the committed positions: no final checkpoint.
             self.close(final_checkpoint=False)
@@ -218,6 +241,8 @@ class Service:
         finally:
             for part in self._parts.values():
                 part.close()
+            if self._dynamic is not None:
+                self._dynamic.close()
             if self._sinks is not None:
                 self._sinks.close()
             if self.metrics_server is not None:
@@ -250,7 +275,10 @@ class Service:
             report = self.model.step(batch.X)
             t_sinks = time.perf_counter()
             self.status.model_seconds += t_sinks - t0
-            if self._sinks.assignments is not None:
+            if self._record_assignments:
+                self._sinks.assignments.write_record_assignments(  # type: ignore[union-attr]
+                    batch.records, batch.ids, report.labels, report.sq_distances, report.step)
+            elif self._sinks.assignments is not None:
                 self._sinks.assignments.write_assignments(
                     batch.ids, report.labels, report.sq_distances, report.step)
             self.status.objective = float(report.objective)
@@ -283,7 +311,7 @@ class Service:
         m.records_read.inc(batch.n_read)
         m.records_accepted.inc(batch.n_valid)
         m.batches.inc()
-        self._committed_positions = batch.positions
+        self._committed_positions = {**self._committed_positions, **batch.positions}
         self._committed_next_part = batch.next_part
         self._batches_since_checkpoint += 1
         self._dirty = True
@@ -312,6 +340,48 @@ class Service:
             lag = part.lag()
             if lag is not None:
                 self.metrics.source_lag.labels(partition=key).set(lag)
+
+    # ------------------------------------------------------------------ dynamic partitions
+
+    def _poll_dynamic(self, seconds: float) -> bool:
+        assert self._dynamic is not None
+        self._dynamic.poll(seconds)
+        return self._stop.is_set()
+
+    def _rebuild_parts(self, keys: list[str]) -> None:
+        """Build ``keys`` (new or staying) from their last processed snapshots and give the
+        batcher the new set; the batch being collected is dropped."""
+        assert self._active_source is not None and self._batcher is not None
+        for key in keys:
+            old = self._parts.pop(key, None)
+            if old is not None:
+                old.close()
+            self._parts[key] = self._active_source.build_part(
+                key, self._committed_positions.get(key))
+        self._batcher.set_parts(dict(self._parts))
+
+    def _on_assigned(self, part_keys: list[str]) -> None:
+        new = sorted(set(part_keys) - set(self._parts))
+        self._rebuild_parts(sorted(set(self._parts) | set(new)))
+        log_event(_log, "info", "partitions_assigned", partitions=new,
+                  owned=sorted(self._parts))
+
+    def _on_revoked(self, part_keys: list[str], *, lost: bool) -> None:
+        revoked = sorted(set(part_keys) & set(self._parts))
+        for key in revoked:
+            self._parts.pop(key).close()
+            snapshot = self._committed_positions.get(key)
+            if snapshot is not None:
+                self._committed_positions[key] = {**snapshot, RELEASED: True}
+            try:
+                self.metrics.source_lag.remove(key)
+            except KeyError:
+                pass
+        self._rebuild_parts(sorted(self._parts))
+        log_event(_log, "warning" if lost else "info", "partitions_revoked",
+                  partitions=revoked, lost=lost)
+        self._dirty = True
+        self.checkpoint(reason="partitions_lost" if lost else "partitions_revoked")
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -358,6 +428,8 @@ class Service:
         self._dirty = False
         log_event(_log, "info", "checkpoint_written", path=str(path), reason=reason,
                   step=self.status.step, seconds=round(seconds, 6))
+        if self._dynamic is not None:
+            self._dynamic.commit(self._committed_positions)
         return True
 
     def _counters(self) -> dict[str, Any]:
@@ -366,3 +438,16 @@ class Service:
                 "records_rejected": s.records_rejected,
                 "records_rejected_by_reason": dict(s.rejected_by_reason),
                 "batches": s.batches, "model_steps": s.step}
+
+
+class _AssignmentHooks:
+    """The :class:`~streamkm.sources.AssignmentListener` a dynamic source reports to."""
+
+    def __init__(self, service: Service) -> None:
+        self._service = service
+
+    def on_assigned(self, part_keys: list[str]) -> None:
+        self._service._on_assigned(part_keys)
+
+    def on_revoked(self, part_keys: list[str], *, lost: bool) -> None:
+        self._service._on_revoked(part_keys, lost=lost)

@@ -1,7 +1,8 @@
 """Builds the service's parts (source, decoder, sinks, model) from the configuration.
 
-The file tailer and the file sinks live in ``streamkm_connectors``; they are imported
-here, at call time, so that the core package never imports the connectors at import time.
+The file tailer, the Kafka source and the sinks live in ``streamkm_connectors``; they are
+imported here, at call time, so that the core package never imports the connectors at
+import time.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from streamkm.decoding import RecordDecoder
 from streamkm.exceptions import ConfigError, ParameterError
 from streamkm.service.config import (
     DecodingConfig,
+    KafkaConfig,
+    KafkaSourceConfig,
     ModelConfig,
     SinksConfig,
     SourceConfig,
@@ -45,8 +48,15 @@ class ServiceSinks:
             sink.close()
 
 
-def build_source(config: SourceConfig) -> Source:
-    """The configured source (the file tailer)."""
+def build_source(config: SourceConfig | KafkaSourceConfig, *, kafka: KafkaConfig | None = None,
+                 metrics: Any = None) -> Source:
+    """The configured source: the file tailer, or a Kafka consumer group (which uses the
+    ``kafka`` connection settings and reports to ``metrics.kafka``)."""
+    if isinstance(config, KafkaSourceConfig):
+        from streamkm_connectors.kafka_source import kafka_source_from_config
+
+        return kafka_source_from_config(config, kafka or KafkaConfig(),
+                                        metrics.kafka if metrics is not None else None)
     from streamkm_connectors.file_tailer import FileTailSource
 
     return FileTailSource(
@@ -69,8 +79,15 @@ def build_decoder(config: DecodingConfig) -> RecordDecoder:
         raise ConfigError(f"invalid [decoding] configuration: {exc}") from None
 
 
-def build_sinks(config: SinksConfig) -> ServiceSinks:
-    """The configured JSON-lines file sinks."""
+def build_sinks(config: SinksConfig, *, kafka: KafkaConfig | None = None,
+                metrics: Any = None) -> ServiceSinks:
+    """The configured sinks: JSON-lines files, or Kafka topics (``kind = "kafka"``)."""
+    if config.kind == "kafka":
+        from streamkm_connectors.kafka_sinks import kafka_sinks_from_config
+
+        assignments, events, dead_letter = kafka_sinks_from_config(
+            config, kafka or KafkaConfig(), metrics.kafka if metrics is not None else None)
+        return ServiceSinks(assignments=assignments, events=events, dead_letter=dead_letter)
     from streamkm_connectors.file_sinks import (
         AssignmentFileSink,
         DeadLetterFileSink,

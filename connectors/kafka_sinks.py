@@ -1,0 +1,319 @@
+"""Kafka sinks: assignments, lifecycle events and dead letters written to topics.
+
+The three sinks share one lazily created ``KafkaProducer``. Entries are queued by the
+``write_*`` methods, handed to the producer by :meth:`KafkaTopicSink.flush` (after every
+batch) and confirmed by :meth:`KafkaTopicSink.sync`, which the service calls right before
+every checkpoint: it waits for the broker's acknowledgement of everything written
+(``producer.flush``) and raises :class:`~streamkm.exceptions.SinkError` otherwise, so a
+checkpoint is only written once its outputs are durable. Entries whose delivery failed are
+sent again at the next sync. Kafka cannot take entries back, so after a crash the entries
+written after the last checkpoint are written again: assignments are at-least-once and
+carry the model ``step`` for de-duplication.
+
+Messages:
+
+* **assignments**: key = the input message's key; headers = the input message's headers;
+  value = ``{"id", "cluster", "distance", "sq_distance", "step"}`` (``distance`` is the
+  kernel distance to the cluster's center, ``sq_distance`` its square);
+* **events**: key = the event name; value = the event with a ``"time"``;
+* **dead letters**: key = ``None``; value = the raw record (at most
+  ``max_raw_bytes``); headers ``reason``, ``detail`` and ``source_<field>`` for every field
+  of the record's position (``source_topic``, ``source_partition``, ``source_offset`` for
+  Kafka input; ``source_file``, ``source_offset`` for files).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from streamkm.exceptions import SinkError
+from streamkm.service.logs import log_event
+
+from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
+
+__all__ = ["KafkaProducerHandle", "KafkaTopicSink", "AssignmentKafkaSink", "EventKafkaSink",
+           "DeadLetterKafkaSink", "kafka_sinks_from_config"]
+
+_log = logging.getLogger("streamkm.kafka")
+_Message = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
+
+
+class KafkaProducerHandle:
+    """One ``KafkaProducer`` shared by several sinks, created lazily with retries.
+
+    Parameters
+    ----------
+    producer_settings : dict
+        Keyword arguments for ``kafka.KafkaProducer``.
+    flush_timeout_s : float
+        Longest wait for acknowledgements in :meth:`flush`.
+    metrics : KafkaMetrics, optional
+        Receives ``broker_connected{client="producer"}``.
+    producer_factory : callable, optional
+        Creates the producer (tests); ``kafka.KafkaProducer`` by default.
+    """
+
+    def __init__(self, producer_settings: dict[str, Any], *, flush_timeout_s: float = 30.0,
+                 metrics: Any = None, producer_factory: Callable[..., Any] | None = None) -> None:
+        silence_kafka_python_logs()
+        if producer_factory is None:
+            from kafka import KafkaProducer
+
+            producer_factory = KafkaProducer
+        self.settings = dict(producer_settings)
+        self.flush_timeout_s = flush_timeout_s
+        self.metrics = metrics
+        self._users = 0
+        self._client: LazyKafkaClient[Any] = LazyKafkaClient(
+            "producer", lambda: producer_factory(**self.settings),
+            backoff_s=max(float(self.settings.get("reconnect_backoff_ms", 500)), 100.0) / 1000,
+            max_backoff_s=float(self.settings.get("reconnect_backoff_max_ms", 5000)) / 1000,
+            on_connected_change=self._report_connected)
+        self._send_paused_until = 0.0
+        if metrics is not None:
+            metrics.broker_connected.labels(client="producer").set(0)
+
+    def _report_connected(self, connected: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.broker_connected.labels(client="producer").set(1 if connected else 0)
+
+    def acquire(self) -> KafkaProducerHandle:
+        """Register one more sink using the producer (closed when the last one closes)."""
+        self._users += 1
+        return self
+
+    def send(self, topic: str, message: _Message) -> Any | None:
+        """Hand one message to the producer; its future, or ``None`` if it could not be
+        handed over now (no producer yet, metadata unavailable, buffer full)."""
+        if time.monotonic() < self._send_paused_until:
+            return None
+        producer = self._client.get()
+        if producer is None:
+            return None
+        key, value, headers = message
+        try:
+            return producer.send(topic, value=value, key=key, headers=headers)
+        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, BufferError, ...
+            self._send_paused_until = time.monotonic() + 1.0
+            self._client.set_connected(False)
+            log_event(_log, "warning", "kafka_send_failed", topic=topic,
+                      error=f"{type(exc).__name__}: {exc}")
+            return None
+
+    def flush(self) -> None:
+        """Wait until everything handed over is acknowledged or failed.
+
+        Raises
+        ------
+        SinkError
+            No producer exists or the wait timed out.
+        """
+        producer = self._client.get()
+        if producer is None:
+            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        try:
+            producer.flush(timeout=self.flush_timeout_s)
+        except Exception as exc:  # noqa: BLE001
+            self._client.set_connected(False)
+            raise SinkError(f"Kafka producer flush did not complete within "
+                            f"{self.flush_timeout_s!r} s: {type(exc).__name__}: {exc}") from exc
+        self._client.probe("producer-metrics", every_s=0.0)
+
+    def probe(self) -> None:
+        """Refresh the connection gauge (at most once a second)."""
+        self._client.probe("producer-metrics")
+
+    def release(self) -> None:
+        """One sink stopped using the producer; close it after the last one."""
+        self._users -= 1
+        producer = self._client.client
+        if self._users <= 0 and producer is not None:
+            try:
+                producer.close(timeout=self.flush_timeout_s)
+            except Exception as exc:  # noqa: BLE001
+                log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
+            self._client.client = None
+
+
+class KafkaTopicSink:
+    """Ordered messages to one topic with at-least-once delivery through checkpoints.
+
+    Parameters
+    ----------
+    handle : KafkaProducerHandle
+        The shared producer.
+    topic : str
+        Destination topic.
+    """
+
+    def __init__(self, handle: KafkaProducerHandle, topic: str) -> None:
+        self._handle = handle.acquire()
+        self.topic = topic
+        self._pending: deque[_Message] = deque()
+        self._in_flight: list[tuple[_Message, Any]] = []
+        self._delivered = 0
+        self._closed = False
+
+    def _enqueue(self, message: _Message) -> None:
+        self._pending.append(message)
+
+    def position(self) -> dict[str, Any]:
+        """``{"topic", "delivered"}``: messages acknowledged so far by this process."""
+        return {"topic": self.topic, "delivered": self._delivered}
+
+    def restore(self, position: dict[str, Any] | None) -> None:
+        """Nothing to do: Kafka cannot take messages back (at-least-once)."""
+
+    def flush(self) -> None:
+        """Hand queued messages to the producer without waiting for acknowledgements."""
+        while self._pending:
+            future = self._handle.send(self.topic, self._pending[0])
+            if future is None:
+                break
+            self._in_flight.append((self._pending.popleft(), future))
+        self._handle.probe()
+
+    def sync(self) -> dict[str, Any]:
+        """Send everything and wait for the acknowledgements; the position.
+
+        Raises
+        ------
+        SinkError
+            Some messages are not acknowledged (they are kept and sent again next time).
+        """
+        self.flush()
+        error: BaseException | None = None
+        if self._in_flight:
+            try:
+                self._handle.flush()
+            except SinkError as exc:
+                error = exc
+        retry: list[_Message] = []
+        still_in_flight: list[tuple[_Message, Any]] = []
+        for message, future in self._in_flight:
+            if not future.is_done:
+                still_in_flight.append((message, future))
+            elif future.failed():
+                retry.append(message)
+                error = error or future.exception
+            else:
+                self._delivered += 1
+        self._in_flight = still_in_flight
+        self._pending.extendleft(reversed(retry))
+        if self._pending or self._in_flight:
+            raise SinkError(
+                f"{len(self._pending) + len(self._in_flight)} messages for Kafka topic "
+                f"{self.topic!r} not acknowledged yet: {error!r}")
+        return self.position()
+
+    def close(self) -> None:
+        """Try to deliver what is queued, then release the producer. Undelivered messages
+        belong to records after the last checkpoint, which a restart processes again."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.sync()
+        except SinkError as exc:
+            log_event(_log, "warning", "kafka_sink_closed_undelivered", topic=self.topic,
+                      error=str(exc))
+        self._handle.release()
+
+
+def _json_bytes(entry: dict[str, Any]) -> bytes:
+    return json.dumps(entry, separators=(",", ":"), default=_json_default,
+                      allow_nan=True).encode()
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+class AssignmentKafkaSink(KafkaTopicSink):
+    """One message per accepted record, keyed and with headers like its input message."""
+
+    def write_assignments(self, ids: list[Any], clusters: Any, sq_distances: Any,
+                          step: int) -> None:
+        """Queue the assignments of one batch (no keys or headers)."""
+        self.write_record_assignments([None] * len(ids), ids, clusters, sq_distances, step)
+
+    def write_record_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
+                                 sq_distances: Any, step: int) -> None:
+        """Queue the assignments of one batch with each input record's key and headers."""
+        step = int(step)
+        for record, id_, cluster, sq in zip(
+                records, ids, np.asarray(clusters).tolist(),
+                np.asarray(sq_distances, dtype=np.float64).tolist()):
+            key = getattr(record, "raw_key", None)
+            if key is None and record is not None and record.key is not None:
+                key = record.key.encode()
+            headers = list(getattr(record, "headers", ()))
+            value = _json_bytes({"id": id_, "cluster": cluster,
+                                 "distance": math.sqrt(max(sq, 0.0)), "sq_distance": sq,
+                                 "step": step})
+            self._enqueue((key, value, headers))
+
+
+class EventKafkaSink(KafkaTopicSink):
+    """Model lifecycle events, keyed by the event name."""
+
+    def write_event(self, event: dict[str, Any]) -> None:
+        """Queue one event (a ``"time"`` field is added)."""
+        name = str(event.get("event", ""))
+        self._enqueue((name.encode(), _json_bytes({"time": round(time.time(), 6), **event}),
+                       []))
+
+
+class DeadLetterKafkaSink(KafkaTopicSink):
+    """Rejected raw records with the reason and their origin as headers.
+
+    Parameters
+    ----------
+    max_raw_bytes : int
+        Longest raw value kept (header ``raw_truncated`` is set when cut).
+    """
+
+    def __init__(self, handle: KafkaProducerHandle, topic: str, *,
+                 max_raw_bytes: int = 65536) -> None:
+        super().__init__(handle, topic)
+        self.max_raw_bytes = max_raw_bytes
+
+    def write_dead_letter(self, raw: bytes, reason: str, detail: str,
+                          position: dict[str, Any]) -> None:
+        """Queue one rejected record."""
+        headers = [("reason", reason.encode()), ("detail", detail.encode("utf-8", "replace"))]
+        headers.extend((f"source_{name}", str(value).encode("utf-8", "replace"))
+                       for name, value in position.items())
+        kept = raw[: self.max_raw_bytes]
+        if len(kept) < len(raw):
+            headers.append(("raw_truncated", str(len(raw)).encode()))
+        self._enqueue((None, kept, headers))
+
+
+def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None
+                            ) -> tuple[AssignmentKafkaSink | None, EventKafkaSink | None,
+                                       DeadLetterKafkaSink]:
+    """The assignments, events and dead-letter Kafka sinks of the ``[sinks]`` (kind
+    ``"kafka"``) and ``[kafka]`` sections, sharing one producer."""
+    settings = {"linger_ms": 5, "max_block_ms": 1000, **kafka.client_settings(),
+                **kafka.producer}
+    handle = KafkaProducerHandle(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
+                                 metrics=metrics)
+    assignments = (AssignmentKafkaSink(handle, sinks.assignments_topic)
+                   if sinks.assignments_topic else None)
+    events = EventKafkaSink(handle, sinks.events_topic) if sinks.events_topic else None
+    dead_letter = DeadLetterKafkaSink(handle, sinks.dead_letter_topic,
+                                      max_raw_bytes=sinks.dead_letter_max_raw_bytes)
+    return assignments, events, dead_letter

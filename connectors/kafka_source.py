@@ -1,0 +1,498 @@
+"""Kafka source: a kafka-python consumer group as a :class:`~streamkm.sources.DynamicSource`.
+
+One :class:`KafkaSource` owns one ``KafkaConsumer`` (``enable_auto_commit=False``)
+subscribed to ``topics`` or a ``pattern``. Every assigned topic-partition is a
+:class:`KafkaPartition` keyed ``"<topic>:<partition>"`` whose snapshot is
+``{"topic", "partition", "offset"}`` with ``offset`` the next offset to hand out.
+
+Where a partition starts when it is assigned:
+
+* an unmarked checkpointed snapshot (this process owned the partition when it
+  checkpointed: crash recovery) is resumed exactly, whatever the broker's committed offset;
+* a snapshot marked released (the partition moved to another consumer meanwhile) resumes
+  at the larger of its offset and the group's committed offset, so records another
+  consumer already processed are not processed again;
+* without a snapshot: the committed offset, else ``auto_offset_reset``.
+
+The positions in the checkpoint are the source of truth; offsets are committed to the
+broker after each checkpoint (asynchronously, counted in
+``streamkm_kafka_commits_total`` / ``streamkm_kafka_commit_failures_total``) for lag
+tooling and for the consumers that take partitions over. A rebalance listener hands
+revocations to the service before the partitions are given up, so the service checkpoints
+and commits first; lost partitions (the member was evicted) are checkpointed but not
+committed.
+
+kafka-python runs rebalance listeners on its IO thread while the polling thread waits, and
+forbids blocking client calls there; the listener therefore only seeks and pauses, and the
+one blocking lookup (the committed offset of a released partition) happens right after
+``poll`` returns, the partition staying paused until then.
+
+Each partition buffers what the consumer fetched until the service asks for it; above
+``max_buffered_records`` the partition is paused and resumed once drained (backpressure).
+Messages larger than ``max_record_bytes`` are handed out with ``error="oversized"`` (first
+KiB kept) and end up in the dead-letter sink.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from kafka import ConsumerRebalanceListener
+
+from streamkm.exceptions import ParameterError
+from streamkm.service.logs import log_event
+from streamkm.sources import (
+    ERROR_PREFIX_BYTES,
+    OVERSIZED,
+    RELEASED,
+    AssignmentListener,
+)
+
+from .kafka_common import KafkaRecord, LazyKafkaClient, part_key, silence_kafka_python_logs
+
+__all__ = ["KafkaSource", "KafkaPartition", "kafka_source_from_config"]
+
+_log = logging.getLogger("streamkm.kafka")
+SNAPSHOT_VERSION = 1
+
+
+class KafkaPartition:
+    """One assigned topic-partition: a buffer of fetched messages and the next offset.
+
+    Built by :meth:`KafkaSource.build_part`; see the module docstring for where it starts.
+    """
+
+    def __init__(self, source: KafkaSource, tp: Any, resume_state: dict[str, Any] | None
+                 ) -> None:
+        self._source = source
+        self.tp = tp
+        self.key = part_key(tp.topic, tp.partition)
+        self._buffer: deque[KafkaRecord] = deque()
+        self._resume_state = dict(resume_state) if resume_state is not None else None
+        offset = resume_state.get("offset") if resume_state is not None else None
+        self.next_offset: int | None = int(offset) if offset is not None else None
+        #: False until the start offset is settled (released partitions look up the
+        #: committed offset first); nothing is fetched or handed out before.
+        self.resolved = not (resume_state is not None and resume_state.get(RELEASED)
+                             and offset is not None)
+        self.backpressure_paused = False
+        self.closed = False
+
+    # ------------------------------------------------------------------ SourcePartition
+
+    def next_batch(self, max_records: int) -> list[KafkaRecord]:
+        """Up to ``max_records`` buffered messages, in offset order."""
+        if not self._buffer or max_records <= 0:
+            return []
+        n = min(max_records, len(self._buffer))
+        out = [self._buffer.popleft() for _ in range(n)]
+        self.next_offset = int(out[-1].position["offset"]) + 1
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        """``{"topic", "partition", "offset", "version"}``; ``offset`` is the next offset to
+        hand out (``None`` until known). Before the start is settled: the resume state."""
+        if not self.resolved and self._resume_state is not None:
+            return dict(self._resume_state)
+        return {"version": SNAPSHOT_VERSION, "topic": self.tp.topic,
+                "partition": self.tp.partition, "offset": self.next_offset}
+
+    def lag(self) -> float | None:
+        """Messages between the next offset to hand out and the high watermark."""
+        highwater = self._source.highwater(self.tp)
+        if highwater is None or self.next_offset is None:
+            return None
+        return float(max(0, highwater - self.next_offset))
+
+    def close(self) -> None:
+        """Forget the buffer; the source stops tracking this object."""
+        self.closed = True
+        self._buffer.clear()
+        self._source._forget(self)
+
+    # ------------------------------------------------------------------ used by the source
+
+    @property
+    def buffered(self) -> int:
+        """Messages fetched but not handed out yet."""
+        return len(self._buffer)
+
+    def settle(self, offset: int | None) -> None:
+        """The start offset is known (``None``: left to the consumer's own reset)."""
+        self.next_offset = offset
+        self._buffer.clear()
+        self.resolved = True
+
+    def accept(self, messages: list[Any], max_record_bytes: int) -> None:
+        """Buffer fetched messages, skipping any before the next offset (refetches)."""
+        expected = self.next_offset
+        if self._buffer:
+            expected = int(self._buffer[-1].position["offset"]) + 1
+        for msg in messages:
+            if expected is not None and msg.offset < expected:
+                continue
+            expected = msg.offset + 1
+            self._buffer.append(_to_record(msg, max_record_bytes))
+
+
+def _to_record(msg: Any, max_record_bytes: int) -> KafkaRecord:
+    value = msg.value if msg.value is not None else b""
+    raw_key = msg.key
+    key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
+    headers = tuple((str(k), bytes(v) if v is not None else b"") for k, v in (msg.headers or ()))
+    position: dict[str, Any] = {"topic": msg.topic, "partition": msg.partition,
+                                "offset": msg.offset}
+    error = None
+    if len(value) > max_record_bytes:
+        position["length"] = len(value)
+        value, error = value[:ERROR_PREFIX_BYTES], OVERSIZED
+    return KafkaRecord(value=value, key=key, position=position, error=error, raw_key=raw_key,
+                       headers=headers)
+
+
+class _RebalanceListener(ConsumerRebalanceListener):
+    """Forwards kafka-python's rebalance callbacks to the source (IO thread)."""
+
+    def __init__(self, source: KafkaSource) -> None:
+        self._source = source
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self._source._handle_revoked(revoked, lost=False)
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self._source._handle_revoked(lost, lost=True)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._source._handle_assigned(assigned)
+
+
+class KafkaSource:
+    """A consumer group as a dynamic source of partitions.
+
+    Parameters
+    ----------
+    topics : list of str, optional
+        Topics to subscribe to (exactly one of ``topics`` and ``pattern``).
+    pattern : str, optional
+        Regular expression of topic names to subscribe to.
+    consumer_settings : dict
+        Keyword arguments for ``kafka.KafkaConsumer`` (bootstrap servers, group id,
+        security, timeouts, ...). ``enable_auto_commit`` is always ``False``.
+    max_record_bytes : int
+        Larger message values become ``oversized`` records.
+    max_buffered_records : int
+        Per-partition buffer size above which fetching the partition is paused.
+    commit_timeout_ms : int
+        Timeout of the final synchronous commit at :meth:`close` and of the committed-offset
+        lookup for released partitions.
+    metrics : KafkaMetrics, optional
+        Where lag, commits, rebalances and the connection state go.
+    consumer_factory : callable, optional
+        Creates the consumer from the settings (tests); ``kafka.KafkaConsumer`` by default.
+    """
+
+    def __init__(self, *, topics: list[str] | None = None, pattern: str | None = None,
+                 consumer_settings: dict[str, Any], max_record_bytes: int = 1 << 20,
+                 max_buffered_records: int = 10000, commit_timeout_ms: int = 10000,
+                 metrics: Any = None,
+                 consumer_factory: Callable[..., Any] | None = None) -> None:
+        if bool(topics) == (pattern is not None):
+            raise ParameterError(f"set exactly one of topics ({topics!r}) and pattern "
+                                 f"({pattern!r})")
+        if not consumer_settings.get("group_id"):
+            raise ParameterError(f"consumer_settings needs a group_id, got "
+                                 f"{consumer_settings.get('group_id')!r}")
+        for name, value in (("max_record_bytes", max_record_bytes),
+                            ("max_buffered_records", max_buffered_records),
+                            ("commit_timeout_ms", commit_timeout_ms)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ParameterError(f"{name} must be a positive int, got {value!r}")
+        silence_kafka_python_logs()
+        self.topics = list(topics or [])
+        self.pattern = pattern
+        self.settings = {**consumer_settings, "enable_auto_commit": False}
+        self.max_record_bytes = max_record_bytes
+        self.max_buffered_records = max_buffered_records
+        self.commit_timeout_ms = commit_timeout_ms
+        self.metrics = metrics
+        if consumer_factory is None:
+            from kafka import KafkaConsumer
+
+            consumer_factory = KafkaConsumer
+        self._factory = consumer_factory
+        backoff_ms = float(self.settings.get("reconnect_backoff_ms", 500))
+        self._client: LazyKafkaClient[Any] = LazyKafkaClient(
+            "consumer", self._create_consumer, backoff_s=max(backoff_ms, 100.0) / 1000.0,
+            max_backoff_s=float(self.settings.get("reconnect_backoff_max_ms", 5000)) / 1000.0,
+            on_connected_change=self._report_connected)
+        self._listener: AssignmentListener | None = None
+        self._parts: dict[Any, KafkaPartition] = {}
+        self._assigned: list[Any] = []
+        self._losing = False
+        self._last_commit: dict[Any, Any] = {}
+        self._poll_error_logged = 0.0
+        if metrics is not None:
+            metrics.broker_connected.labels(client="consumer").set(0)
+
+    # ------------------------------------------------------------------ client
+
+    def _create_consumer(self) -> Any:
+        consumer = self._factory(**self.settings)
+        try:
+            if self.pattern is not None:
+                consumer.subscribe(pattern=self.pattern, listener=_RebalanceListener(self))
+            else:
+                consumer.subscribe(self.topics, listener=_RebalanceListener(self))
+        except Exception:
+            consumer.close(autocommit=False)
+            raise
+        return consumer
+
+    def _report_connected(self, connected: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.broker_connected.labels(client="consumer").set(1 if connected else 0)
+
+    @property
+    def consumer(self) -> Any:
+        """The kafka-python consumer (``None`` until it could be created)."""
+        return self._client.client
+
+    # ------------------------------------------------------------------ Source
+
+    def list_parts(self) -> list[str]:
+        """Keys of the partitions assigned right now."""
+        return sorted(part_key(tp.topic, tp.partition) for tp in self._assigned)
+
+    def build_part(self, part_key_: str, resume_state: dict[str, Any] | None) -> KafkaPartition:
+        """The partition ``"<topic>:<partition>"`` (assigned to this consumer), starting as
+        described in the module docstring."""
+        from kafka import TopicPartition
+
+        from .kafka_common import split_part_key
+
+        topic, number = split_part_key(part_key_)
+        tp = TopicPartition(topic, number)
+        consumer = self.consumer
+        if consumer is None or tp not in set(self._assigned):
+            raise ParameterError(f"Kafka partition {part_key_!r} is not assigned to this "
+                                 f"consumer (assigned: {self.list_parts()!r})")
+        old = self._parts.get(tp)
+        if old is not None:
+            old.closed = True
+        part = KafkaPartition(self, tp, resume_state)
+        self._parts[tp] = part
+        if not part.resolved:
+            consumer.pause(tp)  # until the committed offset was looked up after poll
+        else:
+            if part.next_offset is not None:
+                consumer.seek(tp, part.next_offset)
+            if not part.backpressure_paused:
+                consumer.resume(tp)
+        return part
+
+    def _forget(self, part: KafkaPartition) -> None:
+        if self._parts.get(part.tp) is part:
+            del self._parts[part.tp]
+            if self.metrics is not None:
+                try:
+                    self.metrics.consumer_lag_records.remove(part.tp.topic, str(part.tp.partition))
+                except KeyError:
+                    pass
+
+    def highwater(self, tp: Any) -> int | None:
+        """The last high watermark the broker reported for ``tp`` (``None`` if unknown)."""
+        consumer = self.consumer
+        if consumer is None:
+            return None
+        try:
+            return consumer.highwater(tp)
+        except Exception:  # noqa: BLE001 - not assigned any more
+            return None
+
+    # ------------------------------------------------------------------ DynamicSource
+
+    def start(self, listener: AssignmentListener) -> None:
+        """Remember the service's listener and try to create the consumer."""
+        self._listener = listener
+        self._client.get()
+
+    def poll(self, timeout_s: float) -> None:
+        """Fetch into the partition buffers and run the group protocol (rebalance hooks
+        fire in here); at most about ``timeout_s`` seconds. Transport errors are logged and
+        retried, never raised."""
+        consumer = self._client.get()
+        if consumer is None:
+            time.sleep(min(timeout_s, self._client.seconds_to_next_attempt()))
+            return
+        self._resume_drained(consumer)
+        from kafka.errors import KafkaError
+
+        try:
+            fetched = consumer.poll(timeout_ms=int(timeout_s * 1000))
+        except (KafkaError, OSError, ValueError) as exc:
+            self._log_poll_error(exc)
+            fetched = {}
+            time.sleep(min(timeout_s, 0.1))
+        self._settle_released(consumer)
+        for tp, messages in fetched.items():
+            part = self._parts.get(tp)
+            if part is None or not part.resolved or part.closed:
+                continue
+            part.accept(messages, self.max_record_bytes)
+            if part.buffered >= self.max_buffered_records and not part.backpressure_paused:
+                consumer.pause(tp)
+                part.backpressure_paused = True
+        self._client.probe("consumer-metrics")
+        self._update_lag()
+
+    def commit(self, positions: dict[str, dict[str, Any]]) -> None:
+        """Commit the offsets of ``positions`` for the partitions assigned right now
+        (asynchronously; nothing during a loss of membership)."""
+        if self._losing or not self._assigned:
+            return
+        offsets = self._offsets_to_commit(positions)
+        if not offsets:
+            return
+        self._last_commit = offsets
+        consumer = self.consumer
+        try:
+            consumer.commit_async(offsets, callback=self._commit_done)
+        except Exception as exc:  # noqa: BLE001 - commits are advisory; retried next checkpoint
+            self._commit_done(offsets, exc)
+
+    def close(self) -> None:
+        """Commit the last checkpointed offsets synchronously, leave the group, close."""
+        self._listener = None  # kafka-python revokes on close; the service has finished
+        consumer = self.consumer
+        if consumer is None:
+            return
+        assigned = set(self._assigned)
+        final = {tp: om for tp, om in self._last_commit.items() if tp in assigned}
+        if final and not self._losing:
+            try:
+                consumer.commit(final, timeout_ms=self.commit_timeout_ms)
+                self._commit_done(final, None)
+            except Exception as exc:  # noqa: BLE001
+                self._commit_done(final, exc)
+        try:
+            consumer.close(autocommit=False, timeout_ms=self.commit_timeout_ms)
+        except Exception as exc:  # noqa: BLE001
+            log_event(_log, "warning", "kafka_close_failed", error=repr(exc))
+        self._client.client = None
+        self._assigned = []
+        self._parts.clear()
+
+    # ------------------------------------------------------------------ internals
+
+    def _offsets_to_commit(self, positions: dict[str, dict[str, Any]]) -> dict[Any, Any]:
+        from kafka.structs import OffsetAndMetadata
+
+        offsets = {}
+        for tp in self._assigned:
+            snapshot = positions.get(part_key(tp.topic, tp.partition))
+            if snapshot is not None and snapshot.get("offset") is not None:
+                offsets[tp] = OffsetAndMetadata(int(snapshot["offset"]), "", -1)
+        return offsets
+
+    def _commit_done(self, offsets: Any, result: Any) -> None:
+        if isinstance(result, BaseException):
+            if self.metrics is not None:
+                self.metrics.commit_failures.inc()
+            log_event(_log, "warning", "kafka_commit_failed", error=repr(result),
+                      partitions=sorted(part_key(tp.topic, tp.partition) for tp in offsets))
+        elif self.metrics is not None:
+            self.metrics.commits.inc()
+
+    def _handle_revoked(self, tps: Any, *, lost: bool) -> None:
+        keys = sorted(part_key(tp.topic, tp.partition) for tp in tps)
+        self._losing = lost
+        try:
+            if self._listener is not None and keys:
+                self._listener.on_revoked(keys, lost=lost)
+        finally:
+            self._losing = False
+            gone = set(tps)
+            self._assigned = [tp for tp in self._assigned if tp not in gone]
+            for tp in gone:
+                part = self._parts.pop(tp, None)
+                if part is not None:
+                    part.closed = True
+
+    def _handle_assigned(self, tps: Any) -> None:
+        tps = sorted(tps)
+        known = set(self._assigned)
+        self._assigned.extend(tp for tp in tps if tp not in known)
+        if self.metrics is not None:
+            self.metrics.rebalances.inc()
+        consumer = self.consumer
+        for tp in tps:  # nothing is fetched before the service built the partition
+            consumer.pause(tp)
+        if self._listener is not None and tps:
+            self._listener.on_assigned([part_key(tp.topic, tp.partition) for tp in tps])
+
+    def _settle_released(self, consumer: Any) -> None:
+        """Resolve the start of released partitions: max(checkpointed, committed)."""
+        for tp, part in list(self._parts.items()):
+            if part.resolved or part.closed:
+                continue
+            try:
+                committed = consumer.committed(tp, timeout_ms=self.commit_timeout_ms)
+            except Exception as exc:  # noqa: BLE001 - retried after the next poll
+                self._log_poll_error(exc)
+                continue
+            offset = part.next_offset if committed is None else max(int(committed),
+                                                                    part.next_offset or 0)
+            log_event(_log, "info", "kafka_partition_resumed", partition=part.key,
+                      checkpoint_offset=part.next_offset, committed_offset=committed,
+                      offset=offset)
+            part.settle(offset)
+            if offset is not None:
+                consumer.seek(tp, offset)
+            consumer.resume(tp)
+
+    def _resume_drained(self, consumer: Any) -> None:
+        low = self.max_buffered_records // 2
+        for tp, part in self._parts.items():
+            if part.backpressure_paused and part.buffered <= low:
+                consumer.resume(tp)
+                part.backpressure_paused = False
+
+    def _update_lag(self) -> None:
+        if self.metrics is None:
+            return
+        for tp, part in self._parts.items():
+            lag = part.lag()
+            if lag is not None:
+                self.metrics.consumer_lag_records.labels(
+                    topic=tp.topic, partition=str(tp.partition)).set(lag)
+
+    def _log_poll_error(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        if now - self._poll_error_logged >= 5.0:
+            self._poll_error_logged = now
+            log_event(_log, "warning", "kafka_poll_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def kafka_source_from_config(source: Any, kafka: Any, metrics: Any = None) -> KafkaSource:
+    """A :class:`KafkaSource` from the ``[source]`` (kind ``"kafka"``) and ``[kafka]``
+    configuration sections."""
+    settings = {
+        **kafka.client_settings(),
+        "group_id": source.group_id,
+        "auto_offset_reset": source.auto_offset_reset,
+        "session_timeout_ms": source.session_timeout_ms,
+        "heartbeat_interval_ms": source.heartbeat_interval_ms,
+        "max_poll_interval_ms": source.max_poll_interval_ms,
+        "max_poll_records": source.max_poll_records,
+        **kafka.consumer,
+    }
+    if source.group_instance_id is not None:
+        settings["group_instance_id"] = source.group_instance_id
+    return KafkaSource(topics=source.topics or None, pattern=source.pattern,
+                       consumer_settings=settings, max_record_bytes=source.max_record_bytes,
+                       max_buffered_records=source.max_buffered_records,
+                       commit_timeout_ms=source.commit_timeout_ms, metrics=metrics)
