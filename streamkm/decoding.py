@@ -19,6 +19,13 @@ dead-letter sink instead of the model. Three wire formats:
     Raw little-endian float32 records of exactly ``4 * dim`` bytes (fixed framing); the
     id is derived from the position.
 
+``"json_sparse"``
+    One JSON object per record listing the nonzero features,
+    ``{"id": "a1", "indices": [3, 17, 40], "values": [0.5, 1.0, 2.25]}`` (field names
+    configurable): strictly increasing integer indices in ``[0, dim)``, one value each.
+    A batch decodes into a scipy CSR matrix; see :mod:`streamkm.decoding_sparse` for the
+    checks (``length_mismatch``, ``index_out_of_range``, ``unsorted_indices``).
+
 Every accepted row is finite and within ``max_abs_value`` in absolute value. The batch
 path :meth:`RecordDecoder.decode_many` is the service's hot path: per record it does only
 the unavoidable Python work (one ``json.loads`` / one ``split``), and the numeric
@@ -36,6 +43,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from streamkm.decoding_sparse import decode_sparse_json, is_sparse_rows
 from streamkm.exceptions import ParameterError
 from streamkm.sources import OVERSIZED, TRUNCATED, RawRecord
 
@@ -58,6 +66,9 @@ class RejectReason(str, Enum):
     OVERSIZED = "oversized"
     EMPTY = "empty"
     MISSING_FIELD = "missing_field"
+    LENGTH_MISMATCH = "length_mismatch"
+    INDEX_OUT_OF_RANGE = "index_out_of_range"
+    UNSORTED_INDICES = "unsorted_indices"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +153,14 @@ class RecordDecoder:
 
     Parameters
     ----------
-    format : {"json", "csv", "float32"}
+    format : {"json", "csv", "float32", "json_sparse"}
         Wire format of the record values (see the module docstring).
     dim : int
         Number of features every record must have.
     id_field, x_field : str
         JSON field names of the id and of the feature list.
+    indices_field, values_field : str
+        JSON field names of the column indices and of their values (``"json_sparse"``).
     csv_header : bool
         CSV files start with a header line (skipped; see :meth:`is_header`).
     csv_id_column : int, str or None
@@ -176,20 +189,30 @@ class RecordDecoder:
         dim: int,
         id_field: str = "id",
         x_field: str = "x",
+        indices_field: str = "indices",
+        values_field: str = "values",
         csv_header: bool = False,
         csv_id_column: str | int | None = None,
         max_abs_value: float = 1e12,
         dtype: Any = np.float64,
         max_record_bytes: int | None = None,
     ) -> None:
-        if format not in ("json", "csv", "float32"):
-            raise ParameterError(f"format must be 'json', 'csv' or 'float32', got {format!r}")
+        if format not in ("json", "csv", "float32", "json_sparse"):
+            raise ParameterError(
+                f"format must be 'json', 'csv', 'float32' or 'json_sparse', got {format!r}")
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
             raise ParameterError(f"dim must be a positive int, got {dim!r}")
         if not isinstance(id_field, str) or not isinstance(x_field, str) or id_field == x_field:
             raise ParameterError(
                 f"id_field and x_field must be two different strings, got {id_field!r} "
                 f"and {x_field!r}")
+        sparse_fields = (id_field, indices_field, values_field)
+        if format == "json_sparse" and (
+                not all(isinstance(f, str) for f in sparse_fields)
+                or len(set(sparse_fields)) != 3):
+            raise ParameterError(
+                f"id_field, indices_field and values_field must be three different strings, "
+                f"got {id_field!r}, {indices_field!r} and {values_field!r}")
         if csv_id_column is not None and (
             isinstance(csv_id_column, bool) or not isinstance(csv_id_column, (str, int))
         ):
@@ -224,6 +247,8 @@ class RecordDecoder:
         self.dim = int(dim)
         self.id_field = id_field
         self.x_field = x_field
+        self.indices_field = indices_field
+        self.values_field = values_field
         self.csv_header = bool(csv_header)
         self.csv_id_column = csv_id_column
         self.max_abs_value = max_abs
@@ -251,7 +276,7 @@ class RecordDecoder:
         if rejections:
             return rejections[0]
         if ids:
-            return DecodedRecord(ids[0], x[0].copy())
+            return DecodedRecord(ids[0], x[0].toarray()[0] if is_sparse_rows(x) else x[0].copy())
         return None
 
     def decode_many(
@@ -261,7 +286,7 @@ class RecordDecoder:
 
         Returns
         -------
-        x : ndarray of shape (n_accepted, dim)
+        x : ndarray or scipy CSR matrix of shape (n_accepted, dim)
             The accepted rows, C-contiguous, in input order, of the decoder's dtype.
         ids : list of str
             Their ids.
@@ -283,13 +308,16 @@ class RecordDecoder:
                     f"{_quote(record.value[:_QUOTE_MAX_BYTES])}", record))
             else:
                 candidates.append(record)
-        if self.format == "float32":
-            x, ids, accepted = self._float32_batch(candidates, rejections)
-        elif self.format == "json":
-            x, ids, accepted = self._json_batch(candidates, rejections)
+        if self.format == "json_sparse":
+            x, ids, accepted = decode_sparse_json(self, candidates, rejections)
         else:
-            x, ids, accepted = self._csv_batch(candidates, rejections)
-        x, ids, accepted = self._check_values(x, ids, accepted, rejections)
+            if self.format == "float32":
+                x, ids, accepted = self._float32_batch(candidates, rejections)
+            elif self.format == "json":
+                x, ids, accepted = self._json_batch(candidates, rejections)
+            else:
+                x, ids, accepted = self._csv_batch(candidates, rejections)
+            x, ids, accepted = self._check_values(x, ids, accepted, rejections)
         if len(rejections) > 1:
             order = {id(r): i for i, r in enumerate(records)}
             rejections.sort(key=lambda rej: order[id(rej.record)])

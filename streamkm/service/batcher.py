@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from streamkm.decoding_sparse import stack_batch_rows
 from streamkm.sources import RawRecord, SourcePartition
 
 __all__ = ["Batch", "Batcher", "record_id_from_position"]
@@ -30,8 +31,8 @@ class Batch:
 
     Attributes
     ----------
-    X : ndarray of shape (n_valid, dim)
-        The valid records, in read order.
+    X : ndarray or scipy CSR matrix of shape (n_valid, dim)
+        The valid records, in read order (CSR for a sparse record format).
     ids : list
         Their ids (the record's id field, or ``<file>:<offset>`` derived from the position).
     rejections : list
@@ -202,8 +203,7 @@ class Batcher:
                     return None  # the partitions changed while waiting: drop this batch
                 if stop:
                     break
-        X = (np.concatenate(chunks).astype(self.dtype, copy=False) if chunks
-             else np.empty((0, self.dim), dtype=self.dtype))
+        X = stack_batch_rows(chunks, self.dim, self.dtype)
         return Batch(X=X, ids=ids, rejections=rejections, n_read=n_read,
                      positions=self.snapshot(), next_part=self.next_part,
                      decode_seconds=decode_seconds, read_seconds=read_seconds,

@@ -16,6 +16,8 @@ A checkpoint is a ``checkpoint-<sequence>.npz`` file written by
     sink_positions    {sink name: sink position}
     counters          records read/accepted/rejected, batches, ...
     batcher           state of the batcher (round-robin pointer)
+    sketch            the feature sketch's metadata (only when sketching); its arrays are
+                      stored under the prefix ``sketch.``
 
 The store keeps the newest ``keep`` files. Loading walks from the newest to the oldest and
 returns the first that reads and verifies; every file skipped is logged and reported to the
@@ -46,6 +48,7 @@ __all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "read_checkpoint",
 FORMAT = "streamkm-checkpoint"
 FORMAT_VERSION = 1
 _MODEL_PREFIX = "model."
+_SKETCH_PREFIX = "sketch."
 _NAME = re.compile(r"^checkpoint-(\d{12})\.npz$")
 _log = logging.getLogger("streamkm.checkpoint")
 
@@ -64,12 +67,20 @@ class Checkpoint:
         The model's arrays (prefix removed); empty before the model was initialised.
     meta : dict
         The full metadata (see the module docstring).
+    sketch_arrays : dict of str to ndarray
+        The feature sketch's arrays (prefix removed); empty without sketching.
     """
 
     path: Path
     sequence: int
     model_arrays: dict[str, np.ndarray]
     meta: dict[str, Any]
+    sketch_arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def sketch_meta(self) -> dict[str, Any] | None:
+        """The feature sketch's metadata, or ``None`` without sketching."""
+        return self.meta.get("sketch")
 
     @property
     def model_meta(self) -> dict[str, Any] | None:
@@ -122,12 +133,17 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     if meta.get("format_version") != FORMAT_VERSION:
         raise StateError(f"{str(file)!r} has unsupported checkpoint format version "
                          f"{meta.get('format_version')!r} (this streamkm reads {FORMAT_VERSION})")
-    unexpected = [name for name in arrays if not name.startswith(_MODEL_PREFIX)]
+    unexpected = [name for name in arrays
+                  if not name.startswith((_MODEL_PREFIX, _SKETCH_PREFIX))]
     if unexpected:
         raise StateError(f"{str(file)!r} holds unexpected arrays {unexpected!r}")
-    model_arrays = {name[len(_MODEL_PREFIX):]: arr for name, arr in arrays.items()}
+    model_arrays = {name[len(_MODEL_PREFIX):]: arr for name, arr in arrays.items()
+                    if name.startswith(_MODEL_PREFIX)}
+    sketch_arrays = {name[len(_SKETCH_PREFIX):]: arr for name, arr in arrays.items()
+                     if name.startswith(_SKETCH_PREFIX)}
     sequence = int(meta.get("sequence", int(match.group(1)) if match else -1))
-    return Checkpoint(path=file, sequence=sequence, model_arrays=model_arrays, meta=meta)
+    return Checkpoint(path=file, sequence=sequence, model_arrays=model_arrays, meta=meta,
+                      sketch_arrays=sketch_arrays)
 
 
 def _sequence_of(path: Path) -> int:
@@ -202,8 +218,13 @@ class CheckpointStore:
     def write(self, *, model_arrays: dict[str, np.ndarray], model_meta: dict[str, Any] | None,
               positions: dict[str, Any], sink_positions: dict[str, Any],
               counters: dict[str, Any], config_hash: str,
-              extra: dict[str, Any] | None = None) -> Path:
+              extra: dict[str, Any] | None = None,
+              sketch_arrays: dict[str, np.ndarray] | None = None,
+              sketch_meta: dict[str, Any] | None = None) -> Path:
         """Write a new checkpoint atomically, then delete the ones beyond ``keep``.
+
+        ``sketch_arrays`` / ``sketch_meta``: the feature sketch's state, stored next to the
+        model's (arrays under the prefix ``sketch.``, metadata under ``"sketch"``).
 
         Raises
         ------
@@ -227,6 +248,10 @@ class CheckpointStore:
         if extra:
             meta.update(extra)
         arrays = {_MODEL_PREFIX + name: np.asarray(arr) for name, arr in model_arrays.items()}
+        if sketch_meta is not None:
+            meta["sketch"] = sketch_meta
+            arrays.update({_SKETCH_PREFIX + name: np.asarray(arr)
+                           for name, arr in (sketch_arrays or {}).items()})
         try:
             write_npz_atomic(path, arrays, meta)
         except (OSError, StateError, TypeError, ValueError) as exc:

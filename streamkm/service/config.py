@@ -40,6 +40,7 @@ __all__ = [
     "DecodingConfig",
     "ModelConfig",
     "BatchingConfig",
+    "SketchConfig",
     "CheckpointConfig",
     "SinksConfig",
     "MetricsConfig",
@@ -209,10 +210,12 @@ class KafkaConfig(_Section):
 class DecodingConfig(_Section):
     """How raw records become feature vectors, and what is rejected."""
 
-    format: Literal["json", "csv", "float32"] = "json"
+    format: Literal["json", "csv", "float32", "json_sparse"] = "json"
     dim: int = Field(gt=0)
     id_field: str = "id"
     x_field: str = "x"
+    indices_field: str = "indices"
+    values_field: str = "values"
     csv_header: bool = False
     csv_id_column: int | None = Field(default=None, ge=0)
     max_abs_value: float = Field(default=1e12, gt=0)
@@ -249,6 +252,42 @@ class BatchingConfig(_Section):
 
     batch_size: int = Field(default=1024, gt=0)
     max_wait_ms: float = Field(default=500.0, gt=0)
+
+
+class SketchConfig(_Section):
+    """Feature sketching before the model (``kind = "none"``: the model sees the records).
+
+    ``n_components = "auto"``: ceil(n_clusters / eps^2) for the projections,
+    ceil(n_clusters * ln(n_clusters) / eps^2) for ``leverage`` (both capped at
+    ``decoding.dim``), n_clusters for ``svd``. ``resketch_every`` batches (and on drift when
+    ``resketch_on_drift``, for ``svd`` / ``leverage`` only) the sketch is refit on a
+    reservoir of ``reservoir_size`` recent records.
+    """
+
+    kind: Literal["none", "gaussian", "sign", "sparse", "svd", "leverage"] = "none"
+    n_components: int | str = "auto"
+    eps: float = Field(default=0.5, gt=0, le=1)
+    resketch_every: int | None = Field(default=None, gt=0)
+    resketch_on_drift: bool = True
+    reservoir_size: int = Field(default=2048, gt=0)
+    random_state: int | None = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _settings_need_a_sketch(self) -> SketchConfig:
+        if self.n_components != "auto" and (isinstance(self.n_components, str)
+                                            or self.n_components < 1):
+            raise ValueError(f"sketch.n_components must be 'auto' or a positive int, got "
+                             f"{self.n_components!r}")
+        if self.kind == "none":
+            others = sorted(self.model_fields_set - {"kind"})
+            if others:
+                raise ValueError(f"sketch.{others[0]} = {getattr(self, others[0])!r} needs "
+                                 f"sketch.kind other than 'none'")
+        return self
+
+    def svd_rank(self, n_clusters: int) -> int:
+        """Rank of the SVD sketch (``kind = "svd"``)."""
+        return n_clusters if self.n_components == "auto" else int(self.n_components)
 
 
 class CheckpointConfig(_Section):
@@ -315,6 +354,7 @@ class ServiceConfig(_Section):
     sinks: SinksConfig = SinksConfig()
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
+    sketch: SketchConfig = SketchConfig()
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
 
     @property
@@ -329,6 +369,25 @@ class ServiceConfig(_Section):
                 f"batching.batch_size ({self.batching.batch_size}) must be at least "
                 f"model.n_clusters ({self.model.n_clusters})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _sketch_fits_the_input(self) -> ServiceConfig:
+        sketch, k, dim = self.sketch, self.model.n_clusters, self.decoding.dim
+        if sketch.kind == "svd":
+            rank = sketch.svd_rank(k)
+            limits = {"decoding.dim": dim, "batching.batch_size": self.batching.batch_size,
+                      "sketch.reservoir_size": sketch.reservoir_size}
+            for key, limit in limits.items():
+                if rank > limit:
+                    raise ValueError(f"the svd sketch rank ({rank}, sketch.n_components or "
+                                     f"model.n_clusters) must be at most {key} ({limit})")
+        if sketch.kind == "leverage":
+            for key, limit in (("decoding.dim", dim),
+                               ("sketch.reservoir_size", sketch.reservoir_size)):
+                if k > limit:
+                    raise ValueError(f"sketch.kind = 'leverage' needs model.n_clusters ({k}) "
+                                     f"at most {key} ({limit})")
         return self
 
     def resolve_paths(self, base: Path) -> ServiceConfig:
@@ -493,5 +552,7 @@ def config_hash(config: ServiceConfig) -> str:
         "decoding": config.decoding.model_dump(mode="json"),
         "model": config.model.model_dump(mode="json"),
         "batching": config.batching.model_dump(mode="json"),
+        **({"sketch": config.sketch.model_dump(mode="json")}
+           if config.sketch.kind != "none" else {}),
     }
     return hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()

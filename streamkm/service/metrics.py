@@ -85,6 +85,19 @@ class ServiceMetrics:
             "streamkm_checkpoint_corrupt",
             "Checkpoint files found unreadable or corrupt at restore (skipped for an older one).",
             registry=r)
+        self.sketch_epoch = Gauge(
+            "streamkm_sketch_epoch",
+            "Re-sketches of the feature sketch since the model was created (0 = first sketch; "
+            "0 without sketching).", registry=r)
+        self.resketches = Counter(
+            "streamkm_resketches", "Re-sketches done by this process, by trigger "
+            "(schedule, drift).", ["trigger"], registry=r)
+        self.resketch_seconds = Histogram(
+            "streamkm_resketch_seconds",
+            "Wall time of one re-sketch (refit on the reservoir, re-projection of the support "
+            "rows), in seconds.", buckets=_CHECKPOINT_SECONDS_BUCKETS, registry=r)
+        for trigger in ("schedule", "drift"):
+            self.resketches.labels(trigger=trigger)
         self._kafka: KafkaMetrics | None = None
         self.build_info = Info(
             "streamkm_build", "Version of streamkm running.", registry=r)

@@ -32,6 +32,7 @@ from streamkm.service.checkpoint import CheckpointStore
 from streamkm.service.config import ServiceConfig, config_hash
 from streamkm.service.logs import log_event
 from streamkm.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
+from streamkm.service.sketching import ServiceSketching
 from streamkm.service.wiring import (
     ServiceSinks,
     build_decoder,
@@ -94,6 +95,7 @@ class Service:
         self.config = config
         self.metrics = ServiceMetrics(registry)
         self.metrics.init_reasons([r.value for r in RejectReason])
+        self._sketching = ServiceSketching(config, self.metrics)
         self._source = source
         self._serve_metrics = config.metrics.enabled if serve_metrics is None else serve_metrics
         self._stop = threading.Event()
@@ -130,7 +132,7 @@ class Service:
         """Open the checkpoint store, restore, seek the sources, open sinks and metrics."""
         cfg = self.config
         decoder = build_decoder(cfg.decoding)
-        self.model = build_model(cfg.model, cfg.batching.batch_size)
+        self.model = self._sketching.wrap(build_model(cfg.model, cfg.batching.batch_size))
         self._store = CheckpointStore(cfg.checkpoint.dir, keep=cfg.checkpoint.keep,
                                       on_corrupt=lambda _p, _e: self.metrics.checkpoint_corrupt.inc())
         checkpoint = self._store.load_latest()
@@ -177,14 +179,11 @@ class Service:
                   checkpoint=str(checkpoint.path) if checkpoint else None)
 
     def _restore(self, checkpoint: Any) -> None:
-        from streamkm import MiniBatchKernelKMeans
-
         if checkpoint.meta.get("config_hash") != self._config_hash:
             log_event(_log, "warning", "config_changed_since_checkpoint",
                       checkpoint=str(checkpoint.path))
         if checkpoint.model_meta is not None:
-            self.model = MiniBatchKernelKMeans.from_state(checkpoint.model_arrays,
-                                                          checkpoint.model_meta)
+            self.model = self._sketching.restore(checkpoint)
         assert self._sinks is not None
         for name, sink in self._sinks.named().items():
             saved = checkpoint.sink_positions.get(name)
@@ -214,7 +213,7 @@ class Service:
         assert self._batcher is not None
         try:
             while not self._stop.is_set():
-                min_valid = 1 if self._model_ready() else self.config.model.n_clusters
+                min_valid = 1 if self._model_ready() else self._sketching.min_first_batch
                 wait = self._stop.wait if self._dynamic is None else self._poll_dynamic
                 batch = self._batcher.collect(min_valid=min_valid, wait=wait)
                 self._update_lag()
@@ -261,7 +260,7 @@ class Service:
             return False
         if batch.n_valid == 0 or self._model_ready():
             return True
-        return batch.n_valid >= self.config.model.n_clusters
+        return batch.n_valid >= self._sketching.min_first_batch
 
     def process(self, batch: Batch) -> None:
         """Step the model on ``batch`` and write its assignments, events and dead letters."""
@@ -272,7 +271,10 @@ class Service:
         self.status.decode_seconds += batch.decode_seconds
         t_sinks = t0
         if batch.n_valid:
-            report = self.model.step(batch.X)
+            report, sketch_events = self._sketching.step(self.model, batch.X)
+            for sketch_event in sketch_events:
+                if self._sinks.events is not None:
+                    self._sinks.events.write_event(sketch_event)
             t_sinks = time.perf_counter()
             self.status.model_seconds += t_sinks - t0
             if self._record_assignments:
@@ -330,6 +332,7 @@ class Service:
         m.model_steps.set(self.status.step)
         m.model_converged.set(1 if self.status.converged else 0)
         m.clusters.set(self.status.clusters)
+        self._sketching.refresh_metrics(model)
         objective = getattr(model, "batch_objective_", None)
         if objective is not None and self.status.objective is None:
             self.status.objective = float(objective)
@@ -403,15 +406,13 @@ class Service:
         m = self.metrics
         try:
             sink_positions = {name: sink.sync() for name, sink in self._sinks.named().items()}
-            if self._model_ready():
-                model_arrays, model_meta = self.model.get_state()
-            else:
-                model_arrays, model_meta = {}, None
+            model_arrays, model_meta, sketch_state = self._sketching.state_parts(
+                self.model, ready=self._model_ready())
             path = self._store.write(
                 model_arrays=model_arrays, model_meta=model_meta,
                 positions=self._committed_positions, sink_positions=sink_positions,
                 counters=self._counters(), config_hash=self._config_hash,
-                extra={"batcher": {"next_part": self._committed_next_part}})
+                extra={"batcher": {"next_part": self._committed_next_part}}, **sketch_state)
         except (CheckpointError, OSError) as exc:
             m.checkpoint_failures.inc()
             log_event(_log, "error", "checkpoint_failed", reason=reason, error=str(exc))

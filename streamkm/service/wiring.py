@@ -71,7 +71,8 @@ def build_decoder(config: DecodingConfig) -> RecordDecoder:
     try:
         return RecordDecoder(
             format=config.format, dim=config.dim, id_field=config.id_field,
-            x_field=config.x_field, csv_header=config.csv_header,
+            x_field=config.x_field, indices_field=config.indices_field,
+            values_field=config.values_field, csv_header=config.csv_header,
             csv_id_column=config.csv_id_column, max_abs_value=config.max_abs_value,
             dtype=np.dtype(config.dtype),
         )
