@@ -16,8 +16,9 @@ After every engine step the controller
    its new reference level;
 3. while there are more than ``k_max`` clusters, merges the pair of smallest Ward cost
    (sizes: the clusters' recent rows per batch); every ``merge_every`` steps, if
-   ``merge_below`` is set, also merges redundant pairs (Ward cost below ``merge_below``
-   times the batch SSE) while there are more than ``k_min`` clusters. The merged cluster
+   ``merge_below`` is set, also merges the smallest-Ward pair while it is redundant
+   (keeping it apart saves less than ``merge_below`` of its merged SSE) and there are
+   more than ``k_min`` clusters. The merged cluster
    keeps the stable id of the larger of the two (the lower id on ties).
 
 A step that tried a bisection, split or merged is *active*: the estimator then wakes a
@@ -156,10 +157,9 @@ class DriftController:
             events.append(event)
         if (self.policy.merge_below is not None
                 and self.n_observed_steps % self.policy.merge_every == 0):
-            batch_sse = float(sq_sums.sum())
             while centers.n_clusters > self.policy.k_min:
                 choice = smallest_ward_pair(centers.center_inner_products(), self._sizes())
-                if not choice.cost < self.policy.merge_below * batch_sse:
+                if not self._redundant(choice):
                     break
                 event, counts = self._merge(choice, step, centers, counts, reason="redundant")
                 events.append(event)
@@ -168,6 +168,15 @@ class DriftController:
 
     def _sizes(self) -> np.ndarray:
         return np.nan_to_num(self.monitor.recent_size, nan=0.0)
+
+    def _redundant(self, choice: MergeChoice) -> bool:
+        """Keeping the pair apart saves < ``merge_below`` of its merged SSE (per batch)."""
+        pair = [choice.a, choice.b]
+        sse = self._sizes()[pair] * self.monitor.ewma[pair]
+        if np.isnan(sse).any():
+            return False
+        total = choice.cost + float(sse.sum())
+        return total > 0 and choice.cost / total < float(self.policy.merge_below)
 
     def propose_split(self, j: int, kernel: KernelSpec) -> SplitProposal | None:
         """Bisect cluster j's window; None when it holds fewer than ``min_reservoir`` rows."""

@@ -69,10 +69,12 @@ class DriftPolicy:
         Most clusters; after a split beyond it the pair of smallest Ward cost is merged.
         None means twice the initial ``n_clusters``.
     merge_below : float or None, default=None
-        If set, also merge (while k > k_min) the pair of smallest Ward cost when that cost
-        is below this fraction of the current batch's SSE (the pair is redundant). Ward
-        sizes are the clusters' recent rows per batch, so the cost is the rise of the
-        batch SSE the merge would cause.
+        If set, also merge (while k > k_min) the pair of smallest Ward cost when it is
+        redundant: when keeping the two apart saves less than this fraction of their merged
+        SSE, cost / (cost + SSE_a + SSE_b) < merge_below (the same measure a split must
+        reach ``min_sse_reduction`` in, so it must be below that: hysteresis). Ward sizes are
+        the clusters' recent rows per batch, SSE_j = size_j * e_j (spread EWMA); clusters
+        still warming up are not merged this way.
     merge_every : int, default=10
         Steps between two redundancy checks (each needs the k x k center inner products).
     max_splits_per_step : int, default=1
@@ -126,6 +128,12 @@ class DriftPolicy:
                 )
         if self.merge_below is not None:
             check_float(self.merge_below, "drift.merge_below", low=0.0)
+            if self.merge_below >= self.min_sse_reduction:
+                raise ParameterError(
+                    f"drift.merge_below ({self.merge_below!r}) must be < "
+                    f"drift.min_sse_reduction ({self.min_sse_reduction!r}), or splits and "
+                    "merges would undo each other"
+                )
         check_int(self.merge_every, "drift.merge_every", low=1)
         check_int(self.max_splits_per_step, "drift.max_splits_per_step", low=1)
 
