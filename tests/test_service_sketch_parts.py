@@ -164,3 +164,37 @@ def test_service_sketches_sparse_records_and_reports_resketches(tmp_path: Path) 
     plain = config_from_mapping({**raw_config, "sketch": {}}, base_dir=tmp_path)
     with pytest.raises(Exception, match="holds a sketched model"):
         Service(plain, registry=CollectorRegistry()).start()
+
+
+def test_drift_events_refit_only_data_dependent_sketches() -> None:
+    from streamkm import MiniBatchKernelKMeans
+    from streamkm.service.metrics import ServiceMetrics
+    from streamkm.service.sketching import ServiceSketching
+
+    rows = []
+    for line in sparse_lines(300):
+        obj = json.loads(line)
+        row = np.zeros(DIM)
+        row[obj["indices"]] = obj["values"]
+        rows.append(row)
+    X = sp.csr_matrix(np.array(rows))
+    for kind, expected in (("svd", 1), ("gaussian", 0)):
+        registry = CollectorRegistry()
+        sketching = ServiceSketching(config_from_mapping(with_sketch(kind=kind)),
+                                     ServiceMetrics(registry))
+        model = sketching.wrap(MiniBatchKernelKMeans(4, n_init=1, random_state=0))
+        sketching.step(model, X[:100])
+        real_step = model.model_.step
+
+        def split_step(*args, **kwargs):
+            import dataclasses
+
+            report = real_step(*args, **kwargs)
+            return dataclasses.replace(report, events=({"event": "split", "step": report.step},))
+
+        model.model_.step = split_step
+        _, events = sketching.step(model, X[100:200])
+        assert model.sketch_epoch_ == expected
+        assert [e["trigger"] for e in events] == ["drift"] * expected
+        assert registry.get_sample_value("streamkm_resketches_total",
+                                         {"trigger": "drift"}) == expected

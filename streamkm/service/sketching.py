@@ -131,7 +131,8 @@ class ServiceSketching:
         events = []
         if model.resketched_:
             events.append(self._resketched(model, "schedule", report.step))
-        if (report.event in DRIFT_EVENTS and self.config.resketch_on_drift
+        kinds = {report.event} | {e.get("event") for e in getattr(report, "events", ())}
+        if (kinds & DRIFT_EVENTS and self.config.resketch_on_drift
                 and not model.resketched_ and model.notify_drift()):
             events.append(self._resketched(model, "drift", report.step))
         return report, events
