@@ -198,3 +198,10 @@ def test_drift_events_refit_only_data_dependent_sketches() -> None:
         assert [e["trigger"] for e in events] == ["drift"] * expected
         assert registry.get_sample_value("streamkm_resketches_total",
                                          {"trigger": "drift"}) == expected
+
+
+def test_example_sketch_config_is_valid() -> None:
+    from streamkm.service.config import load_config
+
+    config = load_config(Path(__file__).parents[1] / "examples" / "sketch.toml", env={})
+    assert config.sketch.kind == "svd" and config.decoding.format == "json_sparse"
