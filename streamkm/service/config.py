@@ -1,7 +1,8 @@
 """The service configuration: pydantic models loaded from TOML with environment overrides.
 
 A configuration file has one table per section (``[source]``, ``[decoding]``, ``[model]``,
-``[batching]``, ``[checkpoint]``, ``[sinks]``, ``[metrics]``, ``[logging]``, ``[kafka]``). An environment
+``[batching]``, ``[checkpoint]``, ``[sinks]``, ``[metrics]``, ``[logging]``, ``[kafka]``,
+``[sketch]``, ``[drift]``). An environment
 variable ``STREAMKM_<SECTION>__<KEY>`` overrides one key; its value is read as a TOML value
 (``8``, ``true``, ``"text"``, ``[1, 2]``) and, if that fails, taken as a plain string.
 Unknown sections or keys and bad values raise :class:`~streamkm.exceptions.ConfigError`
@@ -41,6 +42,7 @@ __all__ = [
     "ModelConfig",
     "BatchingConfig",
     "SketchConfig",
+    "DriftConfig",
     "CheckpointConfig",
     "SinksConfig",
     "MetricsConfig",
@@ -290,6 +292,61 @@ class SketchConfig(_Section):
         return n_clusters if self.n_components == "auto" else int(self.n_components)
 
 
+class DriftConfig(_Section):
+    """Drift handling (``docs/drift.md``): per-cluster spread monitors, re-bisection of a
+    drifting cluster by kernel 2-means from RTMM pairs, Ward merges within [k_min, k_max],
+    stable cluster ids, ``split`` / ``merge`` events.
+
+    Off unless ``enabled = true``. Unset keys keep the defaults of
+    :class:`streamkm.drift.DriftPolicy` (which documents every key).
+    """
+
+    enabled: bool = False
+    reservoir_size: int | None = Field(default=None, ge=2)
+    min_reservoir: int | None = Field(default=None, ge=2)
+    smoothing: float | None = Field(default=None, gt=0, le=1)
+    warmup_batches: int | None = Field(default=None, ge=1)
+    delta: float | None = Field(default=None, ge=0)
+    threshold: float | None = Field(default=None, gt=0)
+    min_batch_rows: int | None = Field(default=None, ge=1)
+    n_pairs: int | None = Field(default=None, ge=1)
+    max_iter: int | None = Field(default=None, ge=1)
+    min_sse_reduction: float | None = Field(default=None, ge=0, le=1)
+    min_side_fraction: float | None = Field(default=None, ge=0, le=0.5)
+    cooldown_batches: int | None = Field(default=None, ge=0)
+    max_rejections: int | None = Field(default=None, ge=1)
+    k_min: int | None = Field(default=None, ge=1)
+    k_max: int | None = Field(default=None, ge=1)
+    merge_below: float | None = Field(default=None, ge=0)
+    merge_every: int | None = Field(default=None, ge=1)
+    max_splits_per_step: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _policy_is_valid(self) -> DriftConfig:
+        if not self.enabled:
+            others = sorted(self.model_fields_set - {"enabled"})
+            if others:
+                raise ValueError(f"drift.{others[0]} = {getattr(self, others[0])!r} needs "
+                                 f"drift.enabled = true")
+            return self
+        from streamkm.drift.policy import DriftPolicy
+        from streamkm.exceptions import ParameterError
+
+        try:
+            DriftPolicy(**self.policy_params())
+        except ParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def policy_params(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`~streamkm.drift.DriftPolicy`: the keys that are set."""
+        return {k: v for k, v in self.model_dump().items() if k != "enabled" and v is not None}
+
+    def estimator_drift(self) -> dict[str, Any] | None:
+        """The estimator's ``drift`` parameter: None when disabled."""
+        return self.policy_params() if self.enabled else None
+
+
 class CheckpointConfig(_Section):
     """When and where model state plus positions are written."""
 
@@ -355,6 +412,7 @@ class ServiceConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
     sketch: SketchConfig = SketchConfig()
+    drift: DriftConfig = DriftConfig()
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
 
     @property
@@ -369,6 +427,19 @@ class ServiceConfig(_Section):
                 f"batching.batch_size ({self.batching.batch_size}) must be at least "
                 f"model.n_clusters ({self.model.n_clusters})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _drift_fits_the_model(self) -> ServiceConfig:
+        drift = self.drift.estimator_drift()
+        if drift is not None:
+            from streamkm.drift.policy import DriftPolicy
+            from streamkm.exceptions import ParameterError
+
+            try:
+                DriftPolicy(**drift).check_against(self.model.n_clusters)
+            except ParameterError as exc:
+                raise ValueError(f"model.n_clusters and [drift]: {exc}") from None
         return self
 
     @model_validator(mode="after")
@@ -554,5 +625,6 @@ def config_hash(config: ServiceConfig) -> str:
         "batching": config.batching.model_dump(mode="json"),
         **({"sketch": config.sketch.model_dump(mode="json")}
            if config.sketch.kind != "none" else {}),
+        **({"drift": config.drift.model_dump(mode="json")} if config.drift.enabled else {}),
     }
     return hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()

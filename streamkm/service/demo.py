@@ -6,7 +6,9 @@ at a given rate while the service tails that file. The stream has four groups:
 * two interleaving half-moons that slowly rock back and forth (non-linear clusters),
 * a ring around them whose radius breathes,
 * a blob on the right that, after ``split_after`` records, drifts apart into two blobs
-  (a cluster splitting in two: the drift handling will react to it).
+  (a cluster splitting in two: drift handling, on in the demo, splits its cluster; the
+  status output prints a line for every split or merge, the events file and the
+  ``streamkm_cluster_splits_total`` metric record it).
 
 A small fraction of lines is deliberately malformed to exercise the dead-letter path.
 Record ``n`` is a pure function of ``n`` and the seed, so a restarted demo continues the
@@ -49,7 +51,7 @@ class DriftingStream:
         Fraction of lines that are malformed on purpose.
     """
 
-    def __init__(self, *, seed: int = 0, period: int = 60_000, split_after: int = 30_000,
+    def __init__(self, *, seed: int = 0, period: int = 60_000, split_after: int = 20_000,
                  bad_fraction: float = 0.001) -> None:
         self.seed = seed
         self.period = period
@@ -136,6 +138,7 @@ class StatusLine(threading.Thread):
 
     def __init__(self, service: Any, stop: threading.Event, out: TextIO = sys.stdout) -> None:
         super().__init__(name="streamkm-demo-status", daemon=True)
+        self._events_shown = 0
         self.service = service
         self.stop_event = stop
         self.out = out
@@ -149,6 +152,24 @@ class StatusLine(threading.Thread):
                 f"converged {'yes' if s.converged else 'no '} | clusters {s.clusters} | "
                 f"step {s.step}")
 
+    def new_cluster_events(self) -> list[str]:
+        """One text line per split / merge since the last call."""
+        s = self.service.status
+        total = s.cluster_splits + s.cluster_merges
+        fresh = min(total - self._events_shown, len(s.cluster_events))
+        self._events_shown = total
+        lines = []
+        for event in list(s.cluster_events)[len(s.cluster_events) - fresh:]:
+            if event["event"] == "split":
+                a, b = event["into"]
+                lines.append(f"cluster split: {event['cluster']} -> {a}, {b} at step "
+                             f"{event['step']} (SSE -{100 * event['sse_reduction']:.0f}%)")
+            else:
+                a, b = event["clusters"]
+                lines.append(f"cluster merge: {a} + {b} -> {event['into']} at step "
+                             f"{event['step']} ({event['reason']})")
+        return lines
+
     def run(self) -> None:
         tty = self.out.isatty()
         last_time, last_read = time.monotonic(), self.service.status.records_read
@@ -156,6 +177,8 @@ class StatusLine(threading.Thread):
             now, read = time.monotonic(), self.service.status.records_read
             rate = (read - last_read) / max(now - last_time, 1e-9)
             last_time, last_read = now, read
+            for text in self.new_cluster_events():
+                self.out.write(("\r\x1b[2K" + text + "\n") if tty else text + "\n")
             line = self.render(rate)
             self.out.write(("\r\x1b[2K" + line) if tty else line + "\n")
             self.out.flush()
@@ -171,6 +194,7 @@ def demo_config(state_dir: Path, *, metrics_port: int, batch_size: int = 512,
         "source": {"paths": ["stream.jsonl"], "poll_interval_ms": 20},
         "decoding": {"format": "json", "dim": 2},
         "model": {"n_clusters": 4, "kernel": "rbf", "tau": 200, "random_state": 0},
+        "drift": {"enabled": True, "k_max": 8},
         "batching": {"batch_size": batch_size, "max_wait_ms": 1000},
         "checkpoint": {"dir": "checkpoints", "every_batches": 20, "every_seconds": 10,
                        "keep": 3},

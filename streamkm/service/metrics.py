@@ -66,6 +66,13 @@ class ServiceMetrics:
             registry=r)
         self.clusters = Gauge(
             "streamkm_clusters", "Number of clusters in the model.", registry=r)
+        self.cluster_splits = Counter(
+            "streamkm_cluster_splits",
+            "Clusters split in two by drift handling (re-bisection of a drifting cluster).",
+            registry=r)
+        self.cluster_merges = Counter(
+            "streamkm_cluster_merges",
+            "Pairs of clusters merged by drift handling (smallest Ward cost).", registry=r)
         self.source_lag = Gauge(
             "streamkm_source_lag",
             "Input not yet read, per source partition (bytes for files, messages for Kafka).",

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections import Counter as TallyCounter
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,9 @@ class ServiceStatus:
     objective: float | None = None
     converged: bool = False
     clusters: int = 0
+    cluster_splits: int = 0
+    cluster_merges: int = 0
+    cluster_events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=100))
     checkpoints: int = 0
     read_seconds: float = 0.0
     decode_seconds: float = 0.0
@@ -132,7 +136,8 @@ class Service:
         """Open the checkpoint store, restore, seek the sources, open sinks and metrics."""
         cfg = self.config
         decoder = build_decoder(cfg.decoding)
-        self.model = self._sketching.wrap(build_model(cfg.model, cfg.batching.batch_size))
+        self.model = self._sketching.wrap(build_model(cfg.model, cfg.batching.batch_size,
+                                                      cfg.drift.estimator_drift()))
         self._store = CheckpointStore(cfg.checkpoint.dir, keep=cfg.checkpoint.keep,
                                       on_corrupt=lambda _p, _e: self.metrics.checkpoint_corrupt.inc())
         checkpoint = self._store.load_latest()
@@ -277,21 +282,17 @@ class Service:
                     self._sinks.events.write_event(sketch_event)
             t_sinks = time.perf_counter()
             self.status.model_seconds += t_sinks - t0
+            # stable cluster ids (equal to the positions without drift handling)
+            clusters = report.labels if report.cluster_ids is None else report.cluster_ids
             if self._record_assignments:
                 self._sinks.assignments.write_record_assignments(  # type: ignore[union-attr]
-                    batch.records, batch.ids, report.labels, report.sq_distances, report.step)
+                    batch.records, batch.ids, clusters, report.sq_distances, report.step)
             elif self._sinks.assignments is not None:
                 self._sinks.assignments.write_assignments(
-                    batch.ids, report.labels, report.sq_distances, report.step)
+                    batch.ids, clusters, report.sq_distances, report.step)
             self.status.objective = float(report.objective)
             m.batch_objective.set(report.objective)
-            if report.event is not None:
-                m.model_transitions.labels(kind=report.event).inc()
-                event = {"event": report.event, "step": int(report.step),
-                         "objective": float(report.objective)}
-                if self._sinks.events is not None:
-                    self._sinks.events.write_event(event)
-                log_event(_log, "info", "model_" + report.event, **event)
+            self._write_model_events(report)
         tally: TallyCounter[str] = TallyCounter()
         for rejection in batch.rejections:
             reason = getattr(rejection.reason, "value", str(rejection.reason))
@@ -323,12 +324,40 @@ class Service:
             log_event(_log, "debug", "records_rejected", count=len(batch.rejections),
                       reasons=dict(tally))
 
+    def _write_model_events(self, report: Any) -> None:
+        """Count, write and log the lifecycle events of one step (converged, woke, split,
+        merge)."""
+        assert self._sinks is not None
+        m = self.metrics
+        events = report.events
+        if not events and report.event is not None:  # an engine without report.events
+            events = ({"event": report.event, "step": int(report.step),
+                       "objective": float(report.objective)},)
+        for event in events:
+            kind = event["event"]
+            if kind in ("converged", "woke"):
+                m.model_transitions.labels(kind=kind).inc()
+            elif kind == "split":
+                m.cluster_splits.inc()
+                self.status.cluster_splits += 1
+            elif kind == "merge":
+                m.cluster_merges.inc()
+                self.status.cluster_merges += 1
+            if kind in ("split", "merge"):
+                self.status.cluster_events.append(dict(event))
+            if self._sinks.events is not None:
+                self._sinks.events.write_event(dict(event))
+            name = "model_" + kind if kind in ("converged", "woke") else "cluster_" + kind
+            log_event(_log, "info", name, **{k: v for k, v in event.items() if k != "event"})
+
     def _refresh_model_metrics(self) -> None:
         m = self.metrics
         model = self.model
         self.status.step = int(getattr(model, "n_steps_", 0) or 0)
         self.status.converged = bool(getattr(model, "converged_", False))
-        self.status.clusters = int(getattr(model, "n_clusters", self.config.model.n_clusters))
+        engine = getattr(model, "model_", model)
+        self.status.clusters = (int(engine.n_clusters_) if self._model_ready()
+                                else self.config.model.n_clusters)
         m.model_steps.set(self.status.step)
         m.model_converged.set(1 if self.status.converged else 0)
         m.clusters.set(self.status.clusters)

@@ -103,17 +103,22 @@ def build_sinks(config: SinksConfig, *, kafka: KafkaConfig | None = None,
     )
 
 
-def build_model(config: ModelConfig, batch_size: int) -> Any:
+def build_model(config: ModelConfig, batch_size: int,
+                drift: dict[str, Any] | None = None) -> Any:
     """A fresh, unfitted :class:`streamkm.MiniBatchKernelKMeans`.
+
+    ``drift``: the estimator's drift parameter (``DriftConfig.estimator_drift()``).
 
     Raises
     ------
     ConfigError
-        The estimator refuses a ``[model]`` parameter.
+        The estimator refuses a ``[model]`` or ``[drift]`` parameter.
     """
     from streamkm import MiniBatchKernelKMeans
 
     params = config.estimator_params()
+    if drift is not None:
+        params["drift"] = drift
     try:
         model = MiniBatchKernelKMeans(batch_size=batch_size, **params)
         validate = getattr(model, "_validate_params", None)
