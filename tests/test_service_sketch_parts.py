@@ -205,3 +205,19 @@ def test_example_sketch_config_is_valid() -> None:
 
     config = load_config(Path(__file__).parents[1] / "examples" / "sketch.toml", env={})
     assert config.sketch.kind == "svd" and config.decoding.format == "json_sparse"
+
+
+def test_checkpoint_inspect_shows_the_sketch(tmp_path: Path) -> None:
+    from streamkm.service.inspect import summarize_checkpoints
+
+    store = CheckpointStore(tmp_path)
+    sketch_meta = {"sketcher": {"sketcher": "ApproxSVD", "n_components": 6}, "sketch_epoch": 2,
+                   "reservoir": {"n_seen": 900}}
+    store.write(model_arrays={"counts": np.array([1, 2])}, model_meta={"n_steps": 9},
+                positions={}, sink_positions={}, counters={}, config_hash="h",
+                sketch_arrays={"sketcher.components": np.eye(2)}, sketch_meta=sketch_meta)
+    [summary] = summarize_checkpoints(tmp_path)
+    assert summary["sketch"] == {"sketcher": "ApproxSVD", "n_components": 6, "sketch_epoch": 2,
+                                 "reservoir_rows_seen": 900}
+    checkpoint = store.load_latest()
+    np.testing.assert_array_equal(checkpoint.sketch_arrays["sketcher.components"], np.eye(2))

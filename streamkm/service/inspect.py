@@ -34,6 +34,12 @@ def _summary(info: CheckpointInfo) -> dict[str, Any]:
         "positions": meta.get("positions", {}),
         "sink_positions": meta.get("sink_positions", {}),
     })
+    sketch = meta.get("sketch")
+    if sketch is not None:
+        entry["sketch"] = {"sketcher": sketch.get("sketcher", {}).get("sketcher"),
+                           "n_components": sketch.get("sketcher", {}).get("n_components"),
+                           "sketch_epoch": sketch.get("sketch_epoch"),
+                           "reservoir_rows_seen": sketch.get("reservoir", {}).get("n_seen")}
     return entry
 
 
@@ -63,6 +69,8 @@ def print_checkpoints(summaries: list[dict[str, Any]], out: TextIO) -> None:
             f"accepted={c.get('records_accepted', 0)}  "
             f"rejected={c.get('records_rejected', 0)}  batches={c.get('batches', 0)}\n")
         out.write(f"    cluster_counts={s['cluster_counts']}\n")
+        if "sketch" in s:
+            out.write(f"    sketch {json.dumps(s['sketch'], sort_keys=True)}\n")
         for key, pos in sorted(s["positions"].items()):
             out.write(f"    position {key}: {json.dumps(pos, sort_keys=True)}\n")
         for key, pos in sorted(s["sink_positions"].items()):
