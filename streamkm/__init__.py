@@ -9,6 +9,7 @@ from __future__ import annotations
 from streamkm._version import __version__
 from streamkm.cluster import MiniBatchKernelKMeans, StepReport
 from streamkm.drift import kernel_bisect, rscd_pairs, rtmm_pairs
+from streamkm.sketch import SketchedKernelKMeans
 from streamkm.exceptions import (
     CheckpointError,
     ConfigError,
@@ -23,6 +24,7 @@ from streamkm.exceptions import (
 __all__ = [
     "__version__",
     "MiniBatchKernelKMeans",
+    "SketchedKernelKMeans",
     "StepReport",
     "kernel_bisect",
     "rscd_pairs",
