@@ -198,7 +198,10 @@ def test_linear_kernel_with_raw_rows_splits_and_resketches() -> None:
         raw = x2 @ proj.T  # raw 5-D rows whose sketch (pseudo-inverse) gives x2 back
         model.step(raw @ np.linalg.pinv(proj).T, raw=raw)
     assert model.n_splits_ == 1 and model._centers.raw.shape == (4, 5)
+    reference = model._drift.monitor.reference.copy()
     model.resketch(lambda r: np.asarray(r) @ np.linalg.pinv(proj).T * 2.0)
+    # features doubled: linear-kernel spreads scale by 4, the alarm statistics carry on
+    np.testing.assert_allclose(model._drift.monitor.reference, 4 * reference, rtol=1e-6)
     window = model._drift.recent
     j = int(np.argmax(window.sizes()))
     np.testing.assert_allclose(window.rows[j], window.raw[j] @ np.linalg.pinv(proj).T * 2.0)

@@ -436,11 +436,14 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
         rows = check_array(transform(self._centers.raw), name="transform(raw)")
         rows = rows.astype(self._dtype, copy=False)
-        self._centers.reproject(rows)
-        self.n_features_in_ = int(rows.shape[1])
         drift = self.__dict__.get("_drift")
         if drift is not None:
-            drift.reproject(transform, self.n_features_in_)
+            spreads_before = drift.window_spreads(self._centers, self._kernel_spec)
+        self._centers.reproject(rows)
+        self.n_features_in_ = int(rows.shape[1])
+        if drift is not None:
+            drift.reproject(transform, self.n_features_in_, self._centers, self._kernel_spec,
+                            spreads_before)
 
     # ------------------------------------------------------------------ inference
     def _check_input(self, X: Any) -> np.ndarray:

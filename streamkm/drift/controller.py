@@ -242,9 +242,32 @@ class DriftController:
 
     # ------------------------------------------------------------------ re-sketching
 
-    def reproject(self, transform: Callable[[RawRows], np.ndarray], n_features: int) -> None:
-        """Re-project the windows' raw rows with a new sketch (the windows need raw rows)."""
+    def window_spreads(self, centers: Any, kernel: KernelSpec) -> np.ndarray:
+        """Mean squared kernel distance of each window's rows to its own center (NaN for
+        an empty window)."""
+        sizes = self.recent.sizes()
+        out = np.full(sizes.shape[0], np.nan)
+        if not sizes.sum():
+            return out
+        rows = np.ascontiguousarray(np.concatenate(self.recent.rows))
+        owner = np.repeat(np.arange(sizes.shape[0]), sizes)
+        dist = centers.sq_distances(rows, np.einsum("ij,ij->i", rows, rows),
+                                    kernel.diagonal(rows))[np.arange(rows.shape[0]), owner]
+        sums = np.bincount(owner, weights=dist.astype(np.float64), minlength=sizes.shape[0])
+        np.divide(sums, sizes, out=out, where=sizes > 0)
+        return out
+
+    def reproject(self, transform: Callable[[RawRows], np.ndarray], n_features: int,
+                  centers: Any, kernel: KernelSpec, spreads_before: np.ndarray) -> None:
+        """Follow a new sketch: re-project the windows' raw rows with ``transform`` and
+        rescale every cluster's spread statistics by how much the new feature space changed
+        its window's spread (``spreads_before``: :meth:`window_spreads` in the old space;
+        ``centers``: the store, already re-projected). A cluster whose ratio is unknown
+        (empty window, zero spread) restarts its warm-up instead.
+        """
         self.recent.reproject(transform, n_features)
+        ratio = self.window_spreads(centers, kernel) / spreads_before
+        self.monitor.rescale(ratio)
 
     # ------------------------------------------------------------------ state
 

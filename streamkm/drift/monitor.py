@@ -121,6 +121,17 @@ class SpreadMonitor:
         self.cooldown[j] = self.cooldown_batches
         self.rejections[j] = 0
 
+    def rescale(self, factors: np.ndarray) -> None:
+        """Multiply each cluster's spread levels by ``factors`` (the spread's change of scale
+        under a new sketch); clusters with a non-finite or non-positive factor restart."""
+        good = np.isfinite(factors) & (factors > 0)
+        f = np.where(good, factors, 1.0)
+        self.ewma *= f
+        self.reference *= f
+        self.reference_sum *= f
+        for j in np.flatnonzero(~good):
+            self.restart(int(j))
+
     def split(self, j: int, fraction_kept: float) -> None:
         """Cluster j became two: j keeps ``fraction_kept`` of its recent size, a new last
         cluster gets the rest; both warm up again."""
