@@ -109,3 +109,27 @@ def test_drift_env_override_and_defaults(tmp_path: Path) -> None:
         raw, env={"STREAMKM_DRIFT__ENABLED": "true", "STREAMKM_DRIFT__K_MAX": "7"},
         base_dir=tmp_path)
     assert config.drift.estimator_drift() == {"k_max": 7}
+
+
+def test_the_demo_stream_splits_its_drifting_blob(tmp_path: Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    import io
+    import logging
+
+    from streamkm.service.demo import DriftingStream, StatusLine, demo_config
+
+    stream = DriftingStream(seed=0, bad_fraction=0.0)
+    n = 36_000
+    (tmp_path / "stream.jsonl").write_bytes(
+        b"".join(stream.lines(start, 4000) for start in range(0, n, 4000)))
+    registry = CollectorRegistry()
+    service = Service(demo_config(tmp_path, metrics_port=0, env={}), registry=registry,
+                      serve_metrics=False)
+    with caplog.at_level(logging.INFO, logger="streamkm.service"):
+        _run_until(service, n)
+    assert registry.get_sample_value("streamkm_cluster_splits_total") >= 1
+    assert registry.get_sample_value("streamkm_clusters") == 4 + service.status.cluster_splits
+    logged = [r for r in caplog.records if r.getMessage() == "cluster_split"]
+    assert logged and logged[0].fields["into"][0] == logged[0].fields["cluster"]
+    lines = StatusLine(service, threading.Event(), io.StringIO()).new_cluster_events()
+    assert lines and lines[0].startswith("cluster split: ")
