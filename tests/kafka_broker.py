@@ -5,24 +5,34 @@ session-scoped ``kafka_broker`` fixture (one in-memory Tansu on a free loopback 
 If the broker cannot be started the tests fail; they are never skipped.
 
 Also here: :class:`TcpOutageProxy`, a loopback TCP forwarder that can cut every connection
-and refuse new ones (a broker outage without losing the in-memory broker's data), and small
-admin/produce/read helpers built on kafka-python.
+and refuse new ones (a broker outage without losing the in-memory broker's data), small
+admin/produce/read helpers built on kafka-python, and helpers to run the service as a
+subprocess against the broker (config, logs, checkpoints, metrics).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import selectors
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+
+from streamkm.exceptions import StateError
+from streamkm.service.checkpoint import checkpoint_files, read_checkpoint
 
 #: Group settings that let kafka-python join and rebalance promptly against Tansu.
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
@@ -214,11 +224,18 @@ class TcpOutageProxy:
         return self
 
     def _accept_loop(self, listener: socket.socket) -> None:
+        listener.settimeout(0.1)
         while not self._stop.is_set():
             try:
                 client, _ = listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            if self._stop.is_set():
+                client.close()
+                return
+            client.settimeout(None)
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             except OSError:
@@ -255,6 +272,9 @@ class TcpOutageProxy:
     def cut(self) -> None:
         """Close the listener and every open connection (clients see the broker vanish)."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -266,9 +286,162 @@ class TcpOutageProxy:
             except OSError:
                 pass
             s.close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
     def restore(self) -> None:
         """Accept connections again."""
         self.start()
+
+
+# ---------------------------------------------------------------------- service processes
+
+DIM = 2
+CENTERS = np.array([[0.0, 0.0], [5.0, 5.0], [0.0, 5.0], [5.0, 0.0]])
+
+
+def valid_value(i: int) -> bytes:
+    """A JSON record with id ``r<i>`` near one of four centers (deterministic)."""
+    rng = np.random.default_rng(i)
+    x = CENTERS[i % 4] + rng.normal(0, 0.3, DIM)
+    return json.dumps({"id": f"r{i}", "x": x.round(6).tolist()}).encode()
+
+
+def write_config(folder: Path, bootstrap: str, *, topic: str, group: str,
+                 out_prefix: str, extra_source: str = "", batch_size: int = 50,
+                 metrics_port: int | None = None) -> Path:
+    """A service config consuming ``topic`` in ``group`` and writing to
+    ``<out_prefix>-assignments|events|dlq``; state under ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    metrics = (f"enabled = true\nport = {metrics_port}" if metrics_port is not None
+               else "enabled = false")
+    config = folder / "streamkm.toml"
+    config.write_text(f"""
+[source]
+kind = "kafka"
+topics = ["{topic}"]
+group_id = "{group}"
+session_timeout_ms = 6000
+heartbeat_interval_ms = 1000
+max_poll_interval_ms = 10000
+poll_interval_ms = 50
+{extra_source}
+[kafka]
+bootstrap_servers = ["{bootstrap}"]
+reconnect_backoff_max_ms = 1000
+[decoding]
+dim = {DIM}
+[model]
+n_clusters = 4
+tau = 40
+n_init = 1
+random_state = 3
+[batching]
+batch_size = {batch_size}
+max_wait_ms = 200
+[checkpoint]
+dir = "ck"
+every_batches = 2
+every_seconds = 1
+keep = 3
+[sinks]
+kind = "kafka"
+assignments_topic = "{out_prefix}-assignments"
+events_topic = "{out_prefix}-events"
+dead_letter_topic = "{out_prefix}-dlq"
+[metrics]
+{metrics}
+[logging]
+level = "info"
+""")
+    return config
+
+
+def start_service(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as err:
+        return subprocess.Popen([sys.executable, "-m", "streamkm.cli", "run", "-c", str(config)],
+                                stdout=subprocess.DEVNULL, stderr=err)
+
+
+def log_events(log: Path) -> list[dict[str, Any]]:
+    """The JSON log lines of a service log (other lines are ignored)."""
+    events = []
+    try:
+        text = log.read_text()
+    except FileNotFoundError:
+        return []
+    for line in text.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def count_events(log: Path, name: str, **fields: Any) -> int:
+    return sum(1 for e in log_events(log) if e.get("event") == name
+               and all(e.get(k) == v for k, v in fields.items()))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
+               procs: list[subprocess.Popen[bytes]] | None = None,
+               interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        for proc in procs or []:
+            assert proc.poll() is None, f"service exited early with code {proc.returncode}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(interval)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def latest_checkpoint(folder: Path) -> Any:
+    """The newest readable checkpoint of ``folder/ck``, read only (a ``CheckpointStore``
+    would delete the running service's temp files)."""
+    for path in reversed(checkpoint_files(folder / "ck")):
+        try:
+            return read_checkpoint(path)
+        except (StateError, OSError):
+            continue  # pruned or being replaced right now
+    raise AssertionError(f"no readable checkpoint in {folder / 'ck'}")
+
+
+def model_count(folder: Path) -> int:
+    """Records the checkpointed model has absorbed (0 before it exists)."""
+    ckpt = latest_checkpoint(folder)
+    if ckpt.model_meta is None:
+        return 0
+    return int(ckpt.model_arrays["counts"].sum())
+
+
+def metrics_url(log: Path) -> str | None:
+    for event in log_events(log):
+        if event.get("event") == "metrics_listening":
+            return str(event["url"])
+    return None
+
+
+def scrape(url: str) -> dict[str, float]:
+    """``{"name{labels}": value}`` of a Prometheus text page."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            match = re.match(r"^(\S+)\s+(\S+)$", line)
+            if match:
+                out[match.group(1)] = float(match.group(2))
+    return out

@@ -156,6 +156,8 @@ class KafkaConfig(_Section):
     @field_validator("consumer", "producer")
     @classmethod
     def _known_client_settings(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
+        if not value:
+            return value
         from kafka import KafkaConsumer, KafkaProducer
 
         known = (KafkaConsumer if info.field_name == "consumer" else KafkaProducer).DEFAULT_CONFIG
