@@ -33,7 +33,8 @@ def blobs(rng: np.random.Generator, n: int, *, split: bool, sep: float = 4.0
     return x, truth
 
 
-def drifting_batches(seed: int, n_batches: int, size: int = 500) -> list[tuple[np.ndarray, np.ndarray]]:
+def drifting_batches(seed: int, n_batches: int, size: int = 500
+                     ) -> list[tuple[np.ndarray, np.ndarray]]:
     rng = np.random.default_rng(seed)
     return [blobs(rng, size, split=i >= CHANGE) for i in range(n_batches)]
 

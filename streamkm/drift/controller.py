@@ -225,8 +225,8 @@ class DriftController:
                reason: str) -> tuple[dict[str, Any], np.ndarray]:
         a, b = choice.a, choice.b
         sizes = self._sizes()
-        keep, drop = (a, b) if (counts[a], -self.cluster_ids[a]) >= (counts[b], -self.cluster_ids[b]) \
-            else (b, a)
+        a_first = (counts[a], -self.cluster_ids[a]) >= (counts[b], -self.cluster_ids[b])
+        keep, drop = (a, b) if a_first else (b, a)
         keep_id, drop_id = int(self.cluster_ids[keep]), int(self.cluster_ids[drop])
         centers.merge(keep, drop, float(sizes[keep]), float(sizes[drop]))
         counts = counts.copy()

@@ -77,7 +77,8 @@ class SpreadMonitor:
         counts = batch_counts.astype(np.float64)
         s = self.smoothing
         fresh = np.isnan(self.recent_size)
-        self.recent_size = np.where(fresh, counts, self.recent_size + s * (counts - self.recent_size))
+        self.recent_size = np.where(
+            fresh, counts, self.recent_size + s * (counts - self.recent_size))
         self.cooldown = np.maximum(self.cooldown - 1, 0)
         seen = batch_counts >= self.min_batch_rows
         x = np.divide(sq_distance_sums, counts, out=np.zeros_like(counts), where=counts > 0)
