@@ -17,9 +17,10 @@ Messages:
   kernel distance to the cluster's center, ``sq_distance`` its square);
 * **events**: key = the event name; value = the event with a ``"time"``;
 * **dead letters**: key = ``None``; value = the raw record (at most
-  ``max_raw_bytes``); headers ``reason``, ``detail`` and ``source_<field>`` for every field
-  of the record's position (``source_topic``, ``source_partition``, ``source_offset`` for
-  Kafka input; ``source_file``, ``source_offset`` for files).
+  ``max_raw_bytes``); headers ``reason``, ``detail``, ``raw_bytes`` (``raw_truncated``) and
+  ``source_<field>`` for every field of the record's position (``source_topic``,
+  ``source_partition``, ``source_offset`` for Kafka input; ``source_file``,
+  ``source_offset`` for files).
 """
 
 from __future__ import annotations
@@ -282,7 +283,8 @@ class DeadLetterKafkaSink(KafkaTopicSink):
     Parameters
     ----------
     max_raw_bytes : int
-        Longest raw value kept (header ``raw_truncated`` is set when cut).
+        Longest raw value kept (header ``raw_bytes`` holds the full length, header
+        ``raw_truncated`` is ``true`` when cut).
     """
 
     def __init__(self, handle: KafkaProducerHandle, topic: str, *,
@@ -297,8 +299,9 @@ class DeadLetterKafkaSink(KafkaTopicSink):
         headers.extend((f"source_{name}", str(value).encode("utf-8", "replace"))
                        for name, value in position.items())
         kept = raw[: self.max_raw_bytes]
+        headers.append(("raw_bytes", str(len(raw)).encode()))
         if len(kept) < len(raw):
-            headers.append(("raw_truncated", str(len(raw)).encode()))
+            headers.append(("raw_truncated", b"true"))
         self._enqueue((None, kept, headers))
 
 

@@ -290,8 +290,7 @@ class KafkaSource:
         else:
             if part.next_offset is not None:
                 consumer.seek(tp, part.next_offset)
-            if not part.backpressure_paused:
-                consumer.resume(tp)
+            consumer.resume(tp)
         return part
 
     def _forget(self, part: KafkaPartition) -> None:

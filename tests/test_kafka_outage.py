@@ -4,8 +4,7 @@ Tansu keeps topics, offsets and groups in memory only, so a restarted broker wou
 empty. The broker therefore stays up and the outage is made by a TCP proxy in front of it
 (Tansu advertises the proxy's address, so every client connection goes through it): the
 proxy refuses connections before the broker "exists", then forwards, then drops every
-connection and refuses new ones for longer than the session timeout (the group evicts the
-service: its partitions are lost), then forwards again. The service must keep running,
+connection and refuses new ones for longer than the session timeout, then forwards again. The service must keep running,
 report the outage in its metrics and logs, and end with every record in the model once.
 """
 
