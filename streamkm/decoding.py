@@ -114,6 +114,21 @@ def _reject(reason: RejectReason, detail: str, record: RawRecord) -> Rejection:
     return Rejection(reason, _detail(detail), record)
 
 
+def _json_record_id(obj: dict[str, Any], id_field: str, record: RawRecord) -> str | Rejection:
+    """The id of a decoded JSON record: its string or integer ``id_field``, else its position."""
+    raw_id = obj.get(id_field)
+    if raw_id is None:
+        return position_id(record.position)
+    if type(raw_id) is str:
+        return raw_id
+    if type(raw_id) is int:
+        return str(raw_id)
+    return _reject(
+        RejectReason.UNPARSEABLE,
+        f"field {id_field!r} must be a string or an integer, got {_quote(json.dumps(raw_id))}",
+        record)
+
+
 def _framing_rejection(record: RawRecord) -> Rejection:
     if record.error == OVERSIZED:
         size = record.position.get("length")
@@ -396,18 +411,9 @@ class RecordDecoder:
                     f"field {x_field!r} has {len(x)} values, expected {dim}: {_quote(value)}",
                     record))
                 continue
-            raw_id = obj.get(id_field)
-            if raw_id is None:
-                rid = position_id(record.position)
-            elif type(raw_id) is str:
-                rid = raw_id
-            elif type(raw_id) is int:
-                rid = str(raw_id)
-            else:
-                rejections.append(_reject(
-                    RejectReason.UNPARSEABLE,
-                    f"field {id_field!r} must be a string or an integer, got "
-                    f"{_quote(json.dumps(raw_id))}", record))
+            rid = _json_record_id(obj, id_field, record)
+            if isinstance(rid, Rejection):
+                rejections.append(rid)
                 continue
             if not suspicious and (b"true" in value or b"false" in value):
                 suspicious = True

@@ -76,12 +76,13 @@ def decode_sparse_json(decoder: Any, records: list[RawRecord], rejections: list[
     accepted : list of RawRecord
     """
     from streamkm.decoding import (
+        Rejection,
         RejectReason,
         _encoding_rejection,
+        _json_record_id,
         _quote,
         _reject,
         _text_of,
-        position_id,
     )
 
     loads = json.JSONDecoder().decode
@@ -137,18 +138,9 @@ def decode_sparse_json(decoder: Any, records: list[RawRecord], rejections: list[
                 f"{idx_field!r} has {len(indices)} entries but {val_field!r} has "
                 f"{len(values)}: {_quote(value)}", record))
             continue
-        raw_id = obj.get(id_field)
-        if raw_id is None:
-            rid = position_id(record.position)
-        elif type(raw_id) is str:
-            rid = raw_id
-        elif type(raw_id) is int:
-            rid = str(raw_id)
-        else:
-            rejections.append(_reject(
-                RejectReason.UNPARSEABLE,
-                f"field {id_field!r} must be a string or an integer, got "
-                f"{_quote(json.dumps(raw_id))}", record))
+        rid = _json_record_id(obj, id_field, record)
+        if isinstance(rid, Rejection):
+            rejections.append(rid)
             continue
         if not suspicious and (b"true" in value or b"false" in value):
             suspicious = True
