@@ -211,6 +211,14 @@ kernel = "rbf"
 tau = 100
 n_init = 1
 random_state = 0
+[drift]
+enabled = true
+k_max = 8
+[sketch]
+kind = "svd"
+n_components = 2
+resketch_every = 5
+reservoir_size = 512
 [batching]
 batch_size = 200
 max_wait_ms = 200
@@ -232,17 +240,24 @@ level = "info"
 
 
 class StreamkmService:
-    """``streamkm run`` on the demo's drifting stream (with 5 % bad lines) in ``workdir``.
+    """``streamkm run`` (drift handling and an SVD sketch on) tailing the demo's drifting
+    stream (with 5 % bad lines) in ``workdir``.
 
-    A writer thread appends ``rate`` records per second to ``workdir/stream.jsonl``; the
-    service tails it and serves metrics on a free loopback port (``port = 0``, the URL is
-    read from the ``metrics_listening`` log event).
+    The service starts on an empty ``workdir/stream.jsonl`` and serves metrics on a free
+    loopback port (``port = 0``, the URL is read from the ``metrics_listening`` log event).
+    :meth:`start_writing` then appends ``burst`` records at once (the right-hand blob of
+    :class:`~streamkm.service.demo.DriftingStream` drifts apart from the first record:
+    its cluster is split within these records, with a re-sketch triggered by the split,
+    and the scheduled re-sketches run every 5 batches) and ``rate`` records per second
+    after them.
     """
 
-    def __init__(self, workdir: Path, rate: float = 400.0, bad_fraction: float = 0.05) -> None:
+    def __init__(self, workdir: Path, rate: float = 400.0, bad_fraction: float = 0.05,
+                 burst: int = 4000) -> None:
         self.workdir = workdir
         self.rate = rate
         self.bad_fraction = bad_fraction
+        self.burst = burst
         self.log_path = workdir / "service.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.metrics_url = ""
@@ -259,8 +274,6 @@ class StreamkmService:
         config = self.workdir / "streamkm.toml"
         config.write_text(SERVICE_CONFIG)
         (self.workdir / "stream.jsonl").write_bytes(b"")
-        self._writer = threading.Thread(target=self._write, name="stream-writer", daemon=True)
-        self._writer.start()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "streamkm.cli", "run", "-c", str(config)],
@@ -268,6 +281,11 @@ class StreamkmService:
         self.metrics_url = wait_for(self._listening_url, timeout, "the service's metrics URL",
                                     self.dead)
         return self
+
+    def start_writing(self) -> None:
+        """Start appending the stream (see the class docstring)."""
+        self._writer = threading.Thread(target=self._write, name="stream-writer", daemon=True)
+        self._writer.start()
 
     def _listening_url(self) -> str | None:
         for line in self.log_path.read_text(errors="replace").splitlines():
@@ -278,9 +296,13 @@ class StreamkmService:
     def _write(self) -> None:
         from streamkm.service.demo import DriftingStream
 
-        stream = DriftingStream(seed=0, bad_fraction=self.bad_fraction)
-        written, owed, tick = 0, 0.0, 0.1
+        stream = DriftingStream(seed=0, bad_fraction=self.bad_fraction, split_after=0,
+                                period=8000)
+        owed, tick = 0.0, 0.1
         with open(self.workdir / "stream.jsonl", "ab") as fh:
+            fh.write(stream.lines(0, self.burst))
+            fh.flush()
+            written = self.burst
             while not self._stop.wait(tick):
                 owed += self.rate * tick
                 count = int(owed)
@@ -304,6 +326,110 @@ class StreamkmService:
         self._stop.set()
         if self._writer is not None:
             self._writer.join(timeout=5)
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+class KafkaStreamkmService:
+    """``streamkm run`` with a Kafka source and Kafka sinks against a real broker.
+
+    The configuration is the Kafka tests' (``kafka_broker.write_config``: consumer group,
+    batches of 50, a checkpoint and an offset commit every 2 batches or second, metrics on
+    a free port). :meth:`start_producing` feeds ``topic`` (3 partitions) with valid records
+    at ``rate`` per second from a producer thread.
+    """
+
+    def __init__(self, workdir: Path, bootstrap: str, topic: str, rate: float = 200.0) -> None:
+        self.workdir = workdir
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.rate = rate
+        self.log_path = workdir / "service.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.metrics_url = ""
+        self.produced = 0
+        self.producer_error: BaseException | None = None
+        self._stop = threading.Event()
+        self._producer: threading.Thread | None = None
+
+    @property
+    def target(self) -> str:
+        return urllib.parse.urlsplit(self.metrics_url).netloc
+
+    def start(self, timeout: float = 60) -> KafkaStreamkmService:
+        from kafka_broker import metrics_url, start_service, write_config
+
+        config = write_config(self.workdir, self.bootstrap, topic=self.topic,
+                              group=f"{self.topic}-group", out_prefix=f"{self.topic}-out",
+                              metrics_port=0)
+        self.proc = start_service(config, self.log_path)
+        self.metrics_url = wait_for(lambda: metrics_url(self.log_path), timeout,
+                                    "the service's metrics URL", self.dead)
+        return self
+
+    def start_producing(self) -> None:
+        self._producer = threading.Thread(target=self._produce, name="kafka-producer",
+                                          daemon=True)
+        self._producer.start()
+
+    def stop_producing(self) -> None:
+        self._stop.set()
+        if self._producer is not None:
+            self._producer.join(timeout=30)
+        if self.producer_error is not None:
+            raise AssertionError(f"the test producer failed: {self.producer_error!r}")
+
+    def _produce(self) -> None:
+        from kafka import KafkaProducer
+        from kafka_broker import valid_value
+
+        try:
+            producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        except BaseException as exc:  # reported by stop_producing
+            self.producer_error = exc
+            return
+        owed, tick = 0.0, 0.1
+        try:
+            while not self._stop.wait(tick):
+                owed += self.rate * tick
+                count = int(owed)
+                owed -= count
+                futures = [producer.send(self.topic, key=f"k{i}".encode(),
+                                         value=valid_value(i), partition=i % 3)
+                           for i in range(self.produced, self.produced + count)]
+                producer.flush(timeout=10)
+                for future in futures:
+                    future.get(timeout=10)
+                self.produced += count
+        except BaseException as exc:
+            self.producer_error = exc
+        finally:
+            producer.close(timeout=5)
+
+    def dead(self) -> str | None:
+        if self.proc is not None and self.proc.poll() is not None:
+            return (f"streamkm exited with code {self.proc.returncode}:\n"
+                    + self.log_path.read_text(errors="replace")[-3000:])
+        if self.producer_error is not None:
+            return f"the test producer failed: {self.producer_error!r}"
+        return None
+
+    def scrape(self) -> str:
+        return http_get(self.metrics_url).decode()
+
+    def stop(self) -> int | None:
+        """SIGTERM (graceful stop: final checkpoint and commit); the exit code."""
+        self._stop.set()
+        if self._producer is not None:
+            self._producer.join(timeout=30)
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -368,3 +494,106 @@ def substitute_grafana_variables(expr: str) -> str:
         expr = expr.replace(name, value)
     assert "$" not in expr, f"unknown Grafana variable left in {expr!r}"
     return expr
+
+
+# ---------------------------------------------------------------------------- shared checks
+
+#: Prefix of the metrics a service registers only when its source or sinks use Kafka.
+KAFKA_PREFIX = "streamkm_kafka_"
+
+
+def kafka_metrics_in_ops_files() -> set[str]:
+    """The Kafka-only metric names the dashboard and the alert rules reference."""
+    names = set(re.findall(r"\b" + KAFKA_PREFIX + r"\w+", DASHBOARD.read_text()))
+    return names | set(re.findall(r"\b" + KAFKA_PREFIX + r"\w+", RULES_FILE.read_text()))
+
+
+def dashboard_query_problems(prometheus: PrometheusServer, exported: set[str],
+                             not_registered: set[str] | frozenset[str] = frozenset()
+                             ) -> list[str]:
+    """Every dashboard expression, evaluated by ``prometheus``: the problems found.
+
+    An expression must only use metrics in ``exported`` (a live scrape of the service) and
+    return data; one on a metric in ``not_registered`` (metrics this kind of service does
+    not register, e.g. Kafka ones for a file source) must return nothing instead (another
+    test runs it against a service that has them).
+    """
+    problems = []
+    for where, expr in dashboard_queries(load_dashboard()):
+        names = metric_names_in(expr)
+        missing = sorted(names - exported - set(not_registered))
+        if missing:
+            problems.append(f"{where}: references {missing}, not exported by the service")
+            continue
+        query = substitute_grafana_variables(expr)
+        try:
+            result = prometheus.query(query)
+        except PromQLError as exc:
+            problems.append(f"{where}: invalid query {query!r}: {exc}")
+            continue
+        if names & set(not_registered):
+            if result:
+                problems.append(f"{where}: expected no data (metrics "
+                                f"{sorted(names & set(not_registered))} not registered here) "
+                                f"but got {result}")
+        elif not result:
+            problems.append(f"{where}: no data for {query!r}")
+    return problems
+
+
+def alerting_rules(prometheus: PrometheusServer) -> list[dict[str, Any]]:
+    groups = prometheus.api("rules", type="alert")["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def rule_problems(prometheus: PrometheusServer, exported: set[str], *,
+                  expected_active: set[str], undetermined: set[str],
+                  not_registered: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Every loaded alert rule's expression, evaluated now: it must be a valid query on
+    exported metrics (or on ``not_registered`` ones), return data for the alerts in
+    ``expected_active`` and nothing for the others (except ``undetermined``)."""
+    problems = []
+    for rule in alerting_rules(prometheus):
+        name, expr = rule["name"], rule["query"]
+        unknown = sorted(metric_names_in(expr) - exported - set(not_registered))
+        if unknown:
+            problems.append(f"{name}: references {unknown}, not exported by the service")
+        try:
+            result = prometheus.query(expr)
+        except PromQLError as exc:
+            problems.append(f"{name}: invalid query: {exc}")
+            continue
+        if name in expected_active and not result:
+            problems.append(f"{name}: its condition holds in this test but {expr!r} "
+                            f"returned nothing")
+        if name not in expected_active | undetermined and result:
+            problems.append(f"{name}: {expr!r} returned {result} for a healthy service")
+    return problems
+
+
+def wait_until_rules_evaluated(prometheus: PrometheusServer,
+                               alive: Callable[[], str | None]) -> None:
+    wait_for(lambda: all(r.get("lastEvaluation", "").startswith("20")
+                         for r in alerting_rules(prometheus)), 10,
+             "every rule to be evaluated", alive)
+
+
+def unhealthy_rules(prometheus: PrometheusServer) -> list[tuple[str, str, str]]:
+    return [(r["name"], r.get("health"), r.get("lastError")) for r in alerting_rules(prometheus)
+            if r.get("health") != "ok"]
+
+
+def metric_families(metrics_text: str) -> dict[str, set[str]]:
+    """``{family: sample names}`` of a text exposition (``_created`` samples left out)."""
+    families: dict[str, set[str]] = {}
+    for line in metrics_text.splitlines():
+        if line.startswith("# TYPE "):
+            families.setdefault(line.split()[2], set())
+    for name in exported_sample_names(metrics_text):
+        if name.endswith("_created"):
+            continue
+        family = max((f for f in families if name == f or name.startswith(f + "_")),
+                     key=len, default=None)
+        if family is not None:
+            families[family].add(name)
+    return families

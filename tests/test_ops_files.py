@@ -78,7 +78,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     tests = "\n".join(f.read_text() for f in sorted(RULE_TESTS_DIR.glob("*.yml")))
     cases = re.findall(r"alertname:\s*(\w+)\s*\n\s*exp_alerts:\s*(\[\])?", tests)
     names = alert_names()
-    assert len(names) == len(set(names)) >= 13
+    assert len(names) == len(set(names)) >= 16
     for name in names:
         firing = [c for c in cases if c[0] == name and not c[1]]
         quiet = [c for c in cases if c[0] == name and c[1]]
@@ -153,7 +153,14 @@ def test_dashboard_covers_the_required_views() -> None:
                    "streamkm_records_rejected_total", "histogram_quantile(0.99, sum by (le) "
                    "(rate(streamkm_batch_processing_seconds_bucket", "streamkm_batch_objective",
                    "streamkm_model_converged", "streamkm_clusters", "streamkm_source_lag",
-                   "time() - streamkm_checkpoint_last_success_timestamp_seconds"]:
+                   "time() - streamkm_checkpoint_last_success_timestamp_seconds",
+                   "increase(streamkm_cluster_splits_total",
+                   "increase(streamkm_cluster_merges_total",
+                   "streamkm_sketch_epoch", "sum by (trigger) (increase(streamkm_resketches_total",
+                   "sum by (topic, partition) (streamkm_kafka_consumer_lag_records",
+                   "streamkm_kafka_broker_connected", "increase(streamkm_kafka_commits_total",
+                   "increase(streamkm_kafka_commit_failures_total",
+                   "increase(streamkm_kafka_rebalances_total"]:
         assert needle in exprs, needle
 
 

@@ -1,13 +1,19 @@
-"""The ops files against a real Prometheus scraping a real streamkm service.
+"""The ops files against a real Prometheus scraping a real streamkm service (file source).
 
-One module-scoped stack: ``streamkm run`` tailing the demo's drifting stream (5 % bad lines,
-so the rejected-ratio condition holds) and ``prometheus`` running the shipped
-``ops/prometheus/prometheus.yml`` (only the target and the intervals changed: 1 s) with
-the shipped rules. After a few scrapes:
+One module-scoped stack: ``streamkm run`` with drift handling and an SVD sketch
+(re-sketched every 5 batches) tailing the demo's drifting stream (5 % bad lines, so the
+rejected-ratio condition holds; its right-hand blob drifts apart so that its cluster is
+split) and ``prometheus`` running the shipped ``ops/prometheus/prometheus.yml`` (only the
+target and the intervals changed: 1 s) with the shipped rules. The stream starts after
+Prometheus has scraped the idle service, so the split and the re-sketches are increases
+Prometheus sees. After a few scrapes:
 
-* every PromQL expression of the Grafana dashboard returns data,
+* every PromQL expression of the Grafana dashboard returns data, except the Kafka panels:
+  a file-source service does not register the Kafka metrics, so they must return nothing
+  here (``test_ops_live_kafka.py`` runs them against a Kafka-source service),
 * every metric the dashboard and the rules reference is exported by the live service
-  (rules may reference the metrics listed in ``PENDING_METRICS``, still being added),
+  (Kafka ones: by the Kafka-source service),
+* the drift and sketch panels show the split and the re-sketches,
 * every alert rule is loaded and evaluated by Prometheus without error, its expression is
   a valid query, and the ones whose condition holds in this scenario return data and are
   pending in Prometheus.
@@ -16,7 +22,6 @@ the shipped rules. After a few scrapes:
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -25,26 +30,23 @@ from prometheus_server import (
     PROMETHEUS_SERIES,
     PrometheusServer,
     StreamkmService,
+    alerting_rules,
     dashboard_panels,
-    dashboard_queries,
+    dashboard_query_problems,
     exported_sample_names,
+    kafka_metrics_in_ops_files,
     label_values_query,
     load_dashboard,
     metric_names_in,
-    substitute_grafana_variables,
+    rule_problems,
     scrape_config_for_target,
+    substitute_grafana_variables,
+    unhealthy_rules,
     wait_for,
+    wait_until_rules_evaluated,
 )
 
 pytestmark = pytest.mark.slow
-
-#: Metrics the alert rules use before the service exports them (their rules are proven by
-#: the promtool unit tests on synthetic series). When one lands, the test warns: add its
-#: dashboard panels (docs/operations.md lists them).
-PENDING_METRICS = {
-    "streamkm_cluster_splits_total": "drift handling (StreamkmSplitStorm)",
-    "streamkm_kafka_consumer_lag_records": "Kafka source (StreamkmKafkaConsumerLagGrowing)",
-}
 
 #: Alerts whose condition holds in this test's scenario (5 % of the lines are bad).
 EXPECTED_ACTIVE = {"StreamkmRejectedRatioHigh"}
@@ -52,6 +54,8 @@ EXPECTED_ACTIVE = {"StreamkmRejectedRatioHigh"}
 #: fed in 0.1 s bursts jitters, so its short-range derivative can be positive (in
 #: production the alert needs 15 minutes of it). Only checked to be valid queries.
 UNDETERMINED = {"StreamkmSourceLagGrowing"}
+#: Registered only by services with a Kafka source or sinks.
+KAFKA_METRICS = kafka_metrics_in_ops_files()
 
 
 class Stack:
@@ -74,17 +78,27 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         config = scrape_config_for_target(root / "prometheus", service.target)
         prometheus = PrometheusServer(config, root / "prometheus").start()
         s = Stack(service, prometheus)
+        # The idle service's counters (splits, re-sketches at 0) are in Prometheus before
+        # the stream starts: the split and the re-sketches show up as increases.
+        wait_for(lambda: prometheus.query("streamkm_cluster_splits_total == 0"
+                                          " and on () streamkm_sketch_epoch == 0"), 30,
+                 "a scrape of the idle service", s.alive, interval=0.2)
+        service.start_writing()
 
         def enough_scrapes() -> bool:
-            # >= 6 scrapes since the records started to flow, and a checkpoint in the window.
+            # >= 6 scrapes since the records started to flow, a checkpoint, the split and
+            # both kinds of re-sketch in the window.
             got = prometheus.query(
                 "count_over_time(streamkm_records_accepted_total[1m]) >= 6"
                 " and rate(streamkm_records_accepted_total[1m]) > 0"
-                " and on () increase(streamkm_checkpoints_total[1m]) > 0")
+                " and on () increase(streamkm_checkpoints_total[1m]) > 0"
+                " and on () increase(streamkm_cluster_splits_total[1m]) > 0"
+                " and on () increase(streamkm_resketches_total{trigger=\"drift\"}[1m]) > 0"
+                " and on () increase(streamkm_resketches_total{trigger=\"schedule\"}[1m]) > 0")
             return bool(got)
 
-        wait_for(enough_scrapes, 60, "6 scrapes of a busy service by Prometheus", s.alive,
-                 interval=0.5)
+        wait_for(enough_scrapes, 60, "6 scrapes of a busy service by Prometheus, with a "
+                 "split and re-sketches", s.alive, interval=0.5)
         s.metrics_text = service.scrape()
         yield s
     finally:
@@ -105,20 +119,8 @@ def test_shipped_scrape_config_target_is_up(stack: Stack) -> None:
 
 def test_every_dashboard_expression_returns_data(stack: Stack) -> None:
     exported = exported_sample_names(stack.metrics_text) | PROMETHEUS_SERIES
-    failures = []
-    for where, expr in dashboard_queries(load_dashboard()):
-        missing = sorted(metric_names_in(expr) - exported)
-        if missing:
-            failures.append(f"{where}: references {missing}, not exported by the service")
-            continue
-        query = substitute_grafana_variables(expr)
-        try:
-            result = stack.prometheus.query(query)
-        except AssertionError as exc:
-            failures.append(f"{where}: invalid query {query!r}: {exc}")
-            continue
-        if not result:
-            failures.append(f"{where}: no data for {query!r}")
+    assert not exported & KAFKA_METRICS, "a file-source service registers Kafka metrics"
+    failures = dashboard_query_problems(stack.prometheus, exported, KAFKA_METRICS)
     assert not failures, "dashboard queries failing:\n  " + "\n  ".join(failures)
 
 
@@ -135,7 +137,19 @@ def test_dashboard_time_series_have_values(stack: Stack) -> None:
     p99 = value('histogram_quantile(0.99, sum by (le) '
                 '(rate(streamkm_batch_processing_seconds_bucket[$__rate_interval])))')
     assert 0 < p99 < 10
-    assert value("streamkm_clusters") == 4
+    splits = value("streamkm_cluster_splits_total")
+    assert splits >= 1
+    assert value("streamkm_clusters - streamkm_cluster_splits_total"
+                 " + streamkm_cluster_merges_total") == 4           # model.n_clusters
+    assert value('sum(increase(streamkm_cluster_splits_total{job=~"$job"}'
+                 '[$__rate_interval]))') > 0
+    assert value("streamkm_sketch_epoch") >= 2
+    resketches = {r["metric"]["trigger"]: float(r["value"][1]) for r in q(
+        "sum by (trigger) (increase(streamkm_resketches_total[1m]))")}
+    assert resketches["schedule"] > 0 and resketches["drift"] > 0, resketches
+    p50 = value('histogram_quantile(0.5, sum by (le) '
+                '(rate(streamkm_resketch_seconds_bucket[$__rate_interval])))')
+    assert 0 < p50 < 30
     assert 0 < value("streamkm_batch_objective") < 2        # rbf: squared distances <= 2
     assert value("time() - streamkm_checkpoint_last_success_timestamp_seconds") < 30
     reasons = {r["metric"]["reason"] for r in q(
@@ -156,60 +170,33 @@ def test_dashboard_variables_resolve(stack: Stack) -> None:
 
 
 def test_dashboard_metrics_are_exported_by_the_service(stack: Stack) -> None:
-    """Checked against a live scrape: a panel on a metric that does not exist shows nothing."""
+    """Checked against a live scrape: a panel on a metric that does not exist shows nothing.
+    (The Kafka metrics are checked against a Kafka-source service in test_ops_live_kafka.)"""
     exported = exported_sample_names(stack.metrics_text) | PROMETHEUS_SERIES
     problems = []
     for panel in dashboard_panels(load_dashboard()):
         for target in panel.get("targets", []):
             names = metric_names_in(target["expr"])
             assert names, f"panel {panel['title']!r}: no metric in {target['expr']!r}"
-            for name in sorted(names - exported):
+            for name in sorted(names - exported - KAFKA_METRICS):
                 problems.append(f"panel {panel['id']} {panel['title']!r} references {name!r}, "
                                 f"which the service does not export")
     assert not problems, "\n".join(problems)
-    for name, why in PENDING_METRICS.items():
-        if name in exported:
-            warnings.warn(f"{name} ({why}) is now exported: add its dashboard panel "
-                          f"(see docs/operations.md, 'Panels to add') and remove it from "
-                          f"PENDING_METRICS", UserWarning, stacklevel=1)
 
 
 # ---------------------------------------------------------------------------- alert rules
 
 
-def _alerting_rules(stack: Stack) -> list[dict]:
-    groups = stack.prometheus.api("rules", type="alert")["groups"]
-    return [rule for group in groups for rule in group["rules"]]
-
-
 def test_rules_loaded_and_evaluated_without_error(stack: Stack) -> None:
-    rules = _alerting_rules(stack)
-    assert len(rules) >= 13
-    wait_for(lambda: all(r.get("lastEvaluation", "").startswith("20") for r in
-                         _alerting_rules(stack)), 10, "every rule to be evaluated", stack.alive)
-    bad = [(r["name"], r.get("health"), r.get("lastError")) for r in _alerting_rules(stack)
-           if r.get("health") != "ok"]
-    assert not bad, bad
+    assert len(alerting_rules(stack.prometheus)) >= 16
+    wait_until_rules_evaluated(stack.prometheus, stack.alive)
+    assert not unhealthy_rules(stack.prometheus)
 
 
 def test_rule_expressions_valid_and_true_where_expected(stack: Stack) -> None:
     exported = exported_sample_names(stack.metrics_text) | PROMETHEUS_SERIES
-    problems = []
-    for rule in _alerting_rules(stack):
-        name, expr = rule["name"], rule["query"]
-        unknown = sorted(metric_names_in(expr) - exported - set(PENDING_METRICS))
-        if unknown:
-            problems.append(f"{name}: references {unknown}, not exported by the service")
-        try:
-            result = stack.prometheus.query(expr)
-        except AssertionError as exc:
-            problems.append(f"{name}: invalid query: {exc}")
-            continue
-        if name in EXPECTED_ACTIVE and not result:
-            problems.append(f"{name}: its condition holds in this test but {expr!r} "
-                            f"returned nothing")
-        if name not in EXPECTED_ACTIVE | UNDETERMINED and result:
-            problems.append(f"{name}: {expr!r} returned {result} for a healthy service")
+    problems = rule_problems(stack.prometheus, exported, expected_active=EXPECTED_ACTIVE,
+                             undetermined=UNDETERMINED, not_registered=KAFKA_METRICS)
     assert not problems, "\n".join(problems)
 
 
@@ -233,8 +220,3 @@ def test_rejected_ratio_alert_pending_in_prometheus(stack: Stack) -> None:
     others = [a["labels"]["alertname"] for a in stack.prometheus.api("alerts")["alerts"]
               if a["labels"]["alertname"] not in EXPECTED_ACTIVE | UNDETERMINED]
     assert not others, others
-
-
-def test_pending_metrics_are_used_by_rules(stack: Stack) -> None:
-    rule_metrics = set().union(*(metric_names_in(r["query"]) for r in _alerting_rules(stack)))
-    assert set(PENDING_METRICS) <= rule_metrics, "a PENDING_METRICS entry is used by no rule"
