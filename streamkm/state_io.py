@@ -20,7 +20,8 @@ import numpy as np
 
 from streamkm.exceptions import StateError
 
-__all__ = ["array_digest", "write_npz_atomic", "read_npz", "fsync_dir"]
+__all__ = ["array_digest", "write_npz_atomic", "read_npz", "fsync_dir", "encode_npz_bytes",
+           "decode_npz_bytes"]
 
 _META_KEY = "__meta__.json"
 
@@ -70,23 +71,39 @@ def write_npz_atomic(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]
     fsync_dir(target.parent)
 
 
+def encode_npz_bytes(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> bytes:
+    """``arrays`` and JSON-able ``meta`` as the bytes of one ``.npz`` (the file format of
+    :func:`write_npz_atomic`, for messages)."""
+    return _encode(arrays, meta)
+
+
+def decode_npz_bytes(data: bytes, *, where: str = "message"
+                     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read bytes made by :func:`encode_npz_bytes`, verifying every digest (no pickle)."""
+    return _decode(io.BytesIO(data), where)
+
+
 def read_npz(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Read a file written by :func:`write_npz_atomic`, verifying every digest."""
+    return _decode(path, f"state file {str(path)!r}")
+
+
+def _decode(source: Any, where: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        with np.load(source, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise StateError(f"cannot read state file {str(path)!r}: {exc}") from exc
+        raise StateError(f"cannot read {where}: {exc}") from exc
     if _META_KEY not in arrays:
-        raise StateError(f"state file {str(path)!r} has no {_META_KEY!r} entry")
+        raise StateError(f"{where} has no {_META_KEY!r} entry")
     try:
         meta = json.loads(arrays.pop(_META_KEY).tobytes().decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StateError(f"state file {str(path)!r} has corrupt metadata: {exc}") from exc
+        raise StateError(f"{where} has corrupt metadata: {exc}") from exc
     digests = meta.pop("__digests__", None)
     if not isinstance(digests, dict) or set(digests) != set(arrays):
-        raise StateError(f"state file {str(path)!r}: array list does not match its digests")
+        raise StateError(f"{where}: array list does not match its digests")
     for name, arr in arrays.items():
         if array_digest(arr) != digests[name]:
-            raise StateError(f"state file {str(path)!r}: array {name!r} fails its SHA-256 check")
+            raise StateError(f"{where}: array {name!r} fails its SHA-256 check")
     return arrays, meta

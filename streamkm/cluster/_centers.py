@@ -88,6 +88,16 @@ def _assign(diag: np.ndarray, inner: np.ndarray, cc: np.ndarray, dtype: np.dtype
     return labels, mind, float(total) / n
 
 
+def _weighted_mean(values: np.ndarray, sample_weight: np.ndarray) -> float:
+    """sum_i w_i v_i / sum_i w_i in float64 (the weighted batch objective)."""
+    return float(np.dot(sample_weight, values.astype(np.float64)) / sample_weight.sum())
+
+
+def _weighted_counts(labels: np.ndarray, k: int, sample_weight: np.ndarray) -> np.ndarray:
+    """Per-cluster sums of integer multiplicities, exact as int64."""
+    return np.rint(np.bincount(labels, weights=sample_weight, minlength=k)).astype(np.int64)
+
+
 class SupportCenters:
     """Centers C_j = sum_{s in S_j} w_s phi(s) over truncated sliding windows of rows.
 
@@ -182,10 +192,15 @@ class SupportCenters:
     def step(
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
         counts: np.ndarray, update: bool, raw: RawRows | None = None,
+        sample_weight: np.ndarray | None = None,
     ) -> StepOutcome:
         """Assign the batch; if ``update``, move the centers toward its cluster means.
 
         ``raw`` holds the batch's raw rows when the store keeps raw support rows.
+        ``sample_weight`` (float64 holding positive integers): each row stands for that many
+        records. Learning rates use the weighted b_j and b, a center's batch part is the
+        weighted mean of its rows (row weight alpha_j w_i / b_j), truncation counts rows,
+        and ``batch_counts`` are the weighted (exact integer) counts.
         Kernel work: K(B, S) against the current supports, and when updating K(B, B) with
         the batch's columns ordered by cluster, so every center's new support is a
         contiguous range of columns in one of the two blocks.
@@ -208,15 +223,21 @@ class SupportCenters:
         membership[np.arange(group_lo.shape[0]), group_owner] = 1.0
         inner = group_sums @ membership
         labels, mind, before = _assign(diag, inner, self.center_sq_norms, x.dtype)
-        batch_counts = np.bincount(labels, minlength=k).astype(np.int64)
+        row_counts = np.bincount(labels, minlength=k).astype(np.int64)
+        batch_counts = row_counts
+        weighted_b = b
+        if sample_weight is not None:
+            batch_counts = _weighted_counts(labels, k, sample_weight)
+            weighted_b = int(batch_counts.sum())
+            before = _weighted_mean(mind, sample_weight)
         if not update:
             return StepOutcome(labels, mind, batch_counts, before, None)
 
         order = np.argsort(labels, kind="stable")
         x_sorted = x[order]
         k_new = self.kernel.block(x, x_sorted, x_sq=x_sq, y_sq=x_sq[order])
-        starts = np.concatenate([[0], np.cumsum(batch_counts)]).astype(np.int64)
-        alpha = learning_rates(learning_rate, batch_counts, b, counts)
+        starts = np.concatenate([[0], np.cumsum(row_counts)]).astype(np.int64)
+        alpha = learning_rates(learning_rate, batch_counts, weighted_b, counts)
         keep_from = lo.copy()
         old_weights = self.weights.copy()  # indexed by column of k_old
         old_scale = np.ones(k)
@@ -225,7 +246,7 @@ class SupportCenters:
         grams = list(self.grams)
         rows, row_sq, tags, weights, raws = [], [], [], [], []
         for j in range(k):
-            bj = int(batch_counts[j])
+            bj = int(row_counts[j])
             if bj:
                 keep_from[j] = lo[j] + self._truncation_start(self.tags[lo[j]:hi[j]], bj)
                 kept = slice(keep_from[j], hi[j])
@@ -233,8 +254,12 @@ class SupportCenters:
                 total = (1.0 - alpha[j]) * self.weights[kept].sum() + alpha[j]
                 old_scale[j] = (1.0 - alpha[j]) / total
                 old_weights[kept] *= old_scale[j]
-                new_weights[new] = alpha[j] / bj / total
                 members = order[new]
+                if sample_weight is None:
+                    new_weights[new] = alpha[j] / bj / total
+                else:
+                    new_weights[new] = (alpha[j] / float(batch_counts[j]) / total
+                                        * sample_weight[members])
                 k_new_old = k_old[members, kept]
                 g_old = self.grams[j][keep_from[j] - lo[j]:, keep_from[j] - lo[j]:]
                 grams[j] = np.ascontiguousarray(
@@ -266,14 +291,16 @@ class SupportCenters:
         self.weights = np.concatenate(weights)
         if self.raw is not None:
             self.raw = stack_rows(raws)
-        sizes = (hi - keep_from) + batch_counts
+        sizes = (hi - keep_from) + row_counts
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.grams = grams
         self.center_sq_norms = np.array(
             [float(w @ (g @ w)) for w, g in zip(self._segments(self.weights), grams)]
         )
         self.next_tag = tag + 1
-        _, _, after = _assign(diag, inner, self.center_sq_norms, x.dtype)
+        _, mind_after, after = _assign(diag, inner, self.center_sq_norms, x.dtype)
+        if sample_weight is not None:
+            after = _weighted_mean(mind_after, sample_weight)
         return StepOutcome(labels, mind, batch_counts, before, after)
 
     def _truncation_start(self, tags: np.ndarray, n_new: int) -> int:
@@ -476,10 +503,17 @@ class ExplicitCenters:
     def step(
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
         counts: np.ndarray, update: bool, raw: RawRows | None = None,
+        sample_weight: np.ndarray | None = None,
     ) -> StepOutcome:
+        """Assign the batch; if ``update``, move the centroids toward its cluster means
+        (weighted means with ``sample_weight``, see :meth:`SupportCenters.step`)."""
         b = x.shape[0]
         k = self.n_clusters
         labels, mind, before = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
+        if sample_weight is not None:
+            return self._weighted_step(x, diag, labels, mind, learning_rate=learning_rate,
+                                       counts=counts, update=update,
+                                       sample_weight=sample_weight)
         sums = np.empty((k, x.shape[1]), dtype=np.float64)
         batch_counts = np.empty(k, dtype=np.int64)
         if not update:
@@ -497,6 +531,27 @@ class ExplicitCenters:
         self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
         _, _, after = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
         return StepOutcome(labels, mind, batch_counts, before, after)
+
+    def _weighted_step(self, x: np.ndarray, diag: np.ndarray, labels: np.ndarray,
+                       mind: np.ndarray, *, learning_rate: str, counts: np.ndarray,
+                       update: bool, sample_weight: np.ndarray) -> StepOutcome:
+        k = self.n_clusters
+        batch_counts = _weighted_counts(labels, k, sample_weight)
+        before = _weighted_mean(mind, sample_weight)
+        if not update:
+            return StepOutcome(labels, mind, batch_counts, before, None)
+        membership = np.zeros((k, x.shape[0]))
+        membership[labels, np.arange(x.shape[0])] = sample_weight
+        sums = membership @ x.astype(np.float64)
+        alpha = learning_rates(learning_rate, batch_counts, int(batch_counts.sum()), counts)
+        moved = batch_counts > 0
+        means = sums[moved] / batch_counts[moved, None]
+        a = alpha[moved, None]
+        self.centers[moved] = ((1.0 - a) * self.centers[moved] + a * means).astype(x.dtype)
+        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+        _, mind_after, _ = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
+        return StepOutcome(labels, mind, batch_counts, before,
+                           _weighted_mean(mind_after, sample_weight))
 
     def split(self, j: int, rows_a: np.ndarray, rows_b: np.ndarray, *,
               raw_a: RawRows | None = None, raw_b: RawRows | None = None) -> None:

@@ -333,12 +333,18 @@ class MiniBatchKernelKMeans(ParamsMixin):
                 break
         return self
 
-    def partial_fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
-        """One mini-batch step on X (the first call initialises from X). Returns self."""
-        self.step(X)
+    def partial_fit(self, X: Any, y: Any = None,
+                    sample_weight: Any = None) -> MiniBatchKernelKMeans:
+        """One mini-batch step on X (the first call initialises from X). Returns self.
+
+        ``sample_weight``: optional positive integer multiplicity of each row (see
+        :meth:`step`).
+        """
+        self.step(X, sample_weight=sample_weight)
         return self
 
-    def step(self, X: Any, *, raw: RawRows | None = None) -> StepReport:
+    def step(self, X: Any, *, raw: RawRows | None = None,
+             sample_weight: Any = None) -> StepReport:
         """One mini-batch step on the batch X, returning what it did.
 
         The first call initialises the model from X (which needs at least ``n_clusters``
@@ -348,7 +354,20 @@ class MiniBatchKernelKMeans(ParamsMixin):
         CSR). A model started with raw rows keeps the raw version of its support rows (of its
         centroids for the linear kernel) and needs ``raw`` at every step; :meth:`resketch`
         then re-projects them.
+
+        ``sample_weight``: positive integer multiplicity of each row (a row with weight m
+        stands for m identical records). The batch objective is the weighted mean, the
+        learning rates use the weighted b_j and b, a center's batch part is the weighted
+        mean of its rows, and ``counts_`` grows by the weighted counts (exact integers).
+        Truncation still counts support rows. Integer multiplicities give the same centers
+        as repeating the rows (up to rounding). ``None`` (default): every row counts once.
+        The first call initialises from the unweighted rows, then steps with the weights.
+        Not combined with ``raw``.
         """
+        weights = None if sample_weight is None else _check_sample_weight(
+            sample_weight, getattr(X, "shape", (len(X),))[0])
+        if weights is not None and raw is not None:
+            raise ValidationError("sample_weight cannot be combined with raw rows (sketching)")
         if not self._is_fitted():
             self._validate_params()
             x = check_array(X)
@@ -364,7 +383,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         update = not self._monitor.converged
         outcome = self._centers.step(
             x, x_sq, diag, learning_rate=self.learning_rate, counts=self.counts_, update=update,
-            raw=raw,
+            raw=raw, **({} if weights is None else {"sample_weight": weights}),
         )
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
@@ -637,6 +656,23 @@ class MiniBatchKernelKMeans(ParamsMixin):
         """Read a model written by :meth:`save` (verifying its SHA-256 digests)."""
         arrays, meta = read_npz(path)
         return cls.from_state(arrays, meta)
+
+
+def _check_sample_weight(sample_weight: Any, n: int) -> np.ndarray:
+    """Positive integer multiplicities as float64, one per row."""
+    w = np.asarray(sample_weight)
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ValidationError(
+            f"sample_weight must have shape ({n},), got {w.shape!r}"
+        )
+    if w.dtype.kind not in "iuf" or (w.dtype.kind == "f" and not np.all(np.isfinite(w))):
+        raise ValidationError(f"sample_weight must be numeric and finite, got dtype {w.dtype}")
+    if n and (w.min() < 1 or np.any(w != np.rint(w)) or w.max() > 2**52):
+        bad = w[(w < 1) | (w != np.rint(w)) | (w > 2**52)][0]
+        raise ValidationError(
+            f"sample_weight must hold integers in [1, 2**52], got {bad!r}"
+        )
+    return w.astype(np.float64)
 
 
 def _jsonable_rng_state(rng: np.random.Generator) -> dict[str, Any]:

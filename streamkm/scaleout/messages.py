@@ -1,0 +1,130 @@
+"""Messages of the updates topic: model updates (worker -> leader) and partition fences.
+
+Both are encoded as the bytes of one ``.npz`` with JSON metadata and per-array SHA-256
+(:func:`streamkm.state_io.encode_npz_bytes`; no pickle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamkm.exceptions import StateError
+from streamkm.state_io import decode_npz_bytes, encode_npz_bytes
+
+__all__ = ["ModelUpdate", "Fence", "encode_message", "decode_message", "MESSAGE_FORMAT"]
+
+MESSAGE_FORMAT = "streamkm.scaleout.message"
+MESSAGE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ModelUpdate:
+    """A worker's mini-batch update for one input partition's offset range [start, end).
+
+    Attributes
+    ----------
+    partition : str
+        Input partition key ``"<topic>:<partition>"``.
+    start, end : int
+        The offset range the update covers (valid and rejected records alike).
+    token : str
+        The fence token of the worker's ownership of the partition (its generation).
+    worker : str
+        Member id of the sender.
+    model_version : int
+        Version of the global model the rows were assigned with (-1: no model yet).
+    sketch_epoch : int
+        Sketch epoch of that model (0 without sketching).
+    rows : ndarray of shape (m, d)
+        A per-cluster subsample of the valid rows (at most ``tau`` per cluster).
+    multiplicities : ndarray of shape (m,), int64
+        Records each row stands for; they sum to the valid records of the range.
+    objective_sum : float
+        Sum over the range's valid records of the squared distance to the assigned center
+        under ``model_version`` (0 without a model).
+    """
+
+    partition: str
+    start: int
+    end: int
+    token: str
+    worker: str
+    model_version: int
+    rows: np.ndarray
+    multiplicities: np.ndarray
+    sketch_epoch: int = 0
+    objective_sum: float = 0.0
+
+    @property
+    def n_records(self) -> int:
+        """Valid records the update stands for."""
+        return int(self.multiplicities.sum())
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A worker took ``partition`` over: updates with another token are stale from here."""
+
+    partition: str
+    token: str
+    worker: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def encode_message(message: ModelUpdate | Fence) -> bytes:
+    """The message as bytes (npz + JSON metadata)."""
+    if isinstance(message, Fence):
+        meta = {"kind": "fence", "partition": message.partition, "token": message.token,
+                "worker": message.worker}
+        arrays: dict[str, np.ndarray] = {}
+    else:
+        mult = np.asarray(message.multiplicities, dtype=np.int64)
+        rows = np.ascontiguousarray(message.rows)
+        if rows.ndim != 2 or rows.shape[0] != mult.shape[0]:
+            raise StateError(f"update rows {rows.shape!r} do not match multiplicities "
+                             f"{mult.shape!r}")
+        meta = {"kind": "update", "partition": message.partition, "start": int(message.start),
+                "end": int(message.end), "token": message.token, "worker": message.worker,
+                "model_version": int(message.model_version),
+                "sketch_epoch": int(message.sketch_epoch),
+                "objective_sum": float(message.objective_sum)}
+        arrays = {"rows": rows, "multiplicities": mult}
+    meta.update(format=MESSAGE_FORMAT, format_version=MESSAGE_VERSION)
+    return encode_npz_bytes(arrays, meta)
+
+
+def decode_message(data: bytes) -> ModelUpdate | Fence:
+    """Parse bytes made by :func:`encode_message`.
+
+    Raises
+    ------
+    StateError
+        Not a message of this format, corrupt, or inconsistent.
+    """
+    arrays, meta = decode_npz_bytes(data, where="scale-out message")
+    if meta.get("format") != MESSAGE_FORMAT or meta.get("format_version") != MESSAGE_VERSION:
+        raise StateError(f"not a {MESSAGE_FORMAT} v{MESSAGE_VERSION} message: "
+                         f"format={meta.get('format')!r} version={meta.get('format_version')!r}")
+    try:
+        if meta["kind"] == "fence":
+            return Fence(partition=str(meta["partition"]), token=str(meta["token"]),
+                         worker=str(meta["worker"]))
+        if meta["kind"] != "update":
+            raise StateError(f"unknown scale-out message kind {meta['kind']!r}")
+        update = ModelUpdate(
+            partition=str(meta["partition"]), start=int(meta["start"]), end=int(meta["end"]),
+            token=str(meta["token"]), worker=str(meta["worker"]),
+            model_version=int(meta["model_version"]), rows=arrays["rows"],
+            multiplicities=arrays["multiplicities"].astype(np.int64),
+            sketch_epoch=int(meta["sketch_epoch"]), objective_sum=float(meta["objective_sum"]))
+    except KeyError as exc:
+        raise StateError(f"scale-out message lacks {exc.args[0]!r}") from None
+    if update.end < update.start or update.rows.shape[0] != update.multiplicities.shape[0] or (
+            update.multiplicities.size and update.multiplicities.min() < 1):
+        raise StateError(f"inconsistent update for {update.partition!r}: range "
+                         f"[{update.start}, {update.end}), {update.rows.shape[0]} rows, "
+                         f"{update.multiplicities.shape[0]} multiplicities")
+    return update
