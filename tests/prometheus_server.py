@@ -584,10 +584,11 @@ def unhealthy_rules(prometheus: PrometheusServer) -> list[tuple[str, str, str]]:
 
 
 def metric_families(metrics_text: str) -> dict[str, set[str]]:
-    """``{family: sample names}`` of a text exposition (``_created`` samples left out)."""
+    """``{family: sample names}`` of a text exposition (the ``_created`` timestamps that
+    prometheus_client adds to counters and histograms left out)."""
     families: dict[str, set[str]] = {}
     for line in metrics_text.splitlines():
-        if line.startswith("# TYPE "):
+        if line.startswith("# TYPE ") and not line.split()[2].endswith("_created"):
             families.setdefault(line.split()[2], set())
     for name in exported_sample_names(metrics_text):
         if name.endswith("_created"):
