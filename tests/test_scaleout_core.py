@@ -150,20 +150,21 @@ def test_leader_counts_exactly_and_replays_deterministically() -> None:
     messages += [_update("p1", 70, 80, "b", x[110:120])]  # gap
     messages += [Fence("p0", "c", "w"), _update("p0", 50, 90, "a", x[120:160])]  # stale
     messages += [_update("p0", 50, 100, "c", x[160:210]), _update("p1", 60, 100, "b", x[210:250])]
-    leader = MergeLeader(new_model, init_records=100)
+    leader = MergeLeader(new_model, init_records=50)
     verdicts = [leader.apply(m, i).verdict for i, m in enumerate(messages)]
     assert verdicts == ["fence", "fence", "buffered", "applied", "duplicate", "gap", "fence",
                         "stale_generation", "applied", "applied"]
     assert int(leader.model.counts_.sum()) == 50 + 60 + 50 + 40
     assert leader.ledger.watermarks == {"p0": 100, "p1": 100}
-    assert leader.counters["updates_dropped"] == {"stale_generation": 1, "duplicate": 1, "gap": 1}
+    assert leader.counters["updates_dropped"] == {"stale_generation": 1, "duplicate": 1, "gap": 1,
+                                                 "corrupt": 0}
 
     # a new leader from a published mid-stream version reaches the same state
-    replay = MergeLeader(new_model, init_records=100)
+    replay = MergeLeader(new_model, init_records=50)
     for i, m in enumerate(messages[:5]):
         replay.apply(m, i)
     version = ModelVersion.from_bytes(replay.snapshot().to_bytes())
-    successor = MergeLeader(new_model, init_records=100, start=version)
+    successor = MergeLeader(new_model, init_records=50, start=version)
     for i, m in enumerate(messages):  # re-reading from the start: old offsets are skipped
         successor.apply(m, i)
     assert successor.version == leader.version == len(messages)

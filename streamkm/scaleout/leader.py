@@ -120,7 +120,10 @@ class MergeLeader:
         Returns a fresh, unfitted :class:`~streamkm.MiniBatchKernelKMeans` (the configured
         one).
     init_records : int
-        Records buffered before the model is initialised on them (the batch size).
+        Records per fenced partition buffered before the model is initialised on them (the
+        batch size): the first model is seeded from every partition's data, not from the
+        first partition's (partitions of a keyed topic rarely hold the same mix). At most
+        ``max_init_partitions`` partitions count.
     start : ModelVersion, optional
         The published version to continue from (a new leader); a fresh state otherwise.
     member : str
@@ -128,9 +131,11 @@ class MergeLeader:
     """
 
     def __init__(self, new_model: Callable[[], Any], *, init_records: int,
-                 start: ModelVersion | None = None, member: str = "") -> None:
+                 start: ModelVersion | None = None, member: str = "",
+                 max_init_partitions: int = 8) -> None:
         self._new_model = new_model
         self.init_records = int(init_records)
+        self.max_init_partitions = int(max_init_partitions)
         self.member = member
         self.model: Any = None
         self.ledger = PartitionLedger()
@@ -142,7 +147,7 @@ class MergeLeader:
                                          "updates_dropped": {r: 0 for r in DROP_REASONS}}
         if start is not None:
             self.model = start.build_model()
-            self.ledger = start.ledger
+            self.ledger = PartitionLedger.from_dict(start.ledger.to_dict())
             self.applied_offset = start.applied_offset
             if start.init_rows is not None and start.init_rows.shape[0]:
                 self._init_rows = [start.init_rows]
@@ -183,7 +188,8 @@ class MergeLeader:
             self._init_mult.append(np.asarray(message.multiplicities, np.int64))
             buffered_mult = np.concatenate(self._init_mult)
             fresh = self._new_model()
-            if (int(buffered_mult.sum()) < self.init_records
+            partitions = min(max(1, len(self.ledger.owners)), self.max_init_partitions)
+            if (int(buffered_mult.sum()) < self.init_records * partitions
                     or buffered_mult.shape[0] < int(fresh.n_clusters)):
                 return ApplyOutcome("buffered", records=n)
             rows = np.concatenate(self._init_rows)
@@ -193,6 +199,14 @@ class MergeLeader:
             return ApplyOutcome("applied", report, n)
         report = self.model.step(message.rows, sample_weight=message.multiplicities)
         return ApplyOutcome("applied", report, n)
+
+    def skip_corrupt(self, offset: int) -> ApplyOutcome:
+        """Count the undecodable message at ``offset`` as dropped and move past it."""
+        if offset <= self.applied_offset:
+            return ApplyOutcome("skipped")
+        self.applied_offset = int(offset)
+        self.counters["updates_dropped"]["corrupt"] += 1
+        return ApplyOutcome("corrupt")
 
     def snapshot(self) -> ModelVersion:
         """The current state as a :class:`ModelVersion` (arrays are copies)."""

@@ -32,9 +32,10 @@ class UpdateVerdict(str, Enum):
     GAP = "gap"
 
 
-#: The ``reason`` label values of ``streamkm_updates_dropped_total``.
+#: The ``reason`` label values of ``streamkm_updates_dropped_total`` (``corrupt``: a message
+#: that does not decode).
 DROP_REASONS = (UpdateVerdict.STALE_GENERATION.value, UpdateVerdict.DUPLICATE.value,
-                UpdateVerdict.GAP.value)
+                UpdateVerdict.GAP.value, "corrupt")
 
 
 @dataclass

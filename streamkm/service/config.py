@@ -2,7 +2,7 @@
 
 A configuration file has one table per section (``[source]``, ``[decoding]``, ``[model]``,
 ``[batching]``, ``[checkpoint]``, ``[sinks]``, ``[metrics]``, ``[logging]``, ``[kafka]``,
-``[sketch]``, ``[drift]``). An environment
+``[sketch]``, ``[drift]``, ``[scaleout]``). An environment
 variable ``STREAMKM_<SECTION>__<KEY>`` overrides one key; its value is read as a TOML value
 (``8``, ``true``, ``"text"``, ``[1, 2]``) and, if that fails, taken as a plain string.
 Unknown sections or keys and bad values raise :class:`~streamkm.exceptions.ConfigError`
@@ -43,6 +43,7 @@ __all__ = [
     "BatchingConfig",
     "SketchConfig",
     "DriftConfig",
+    "ScaleoutConfig",
     "CheckpointConfig",
     "SinksConfig",
     "MetricsConfig",
@@ -349,6 +350,40 @@ class DriftConfig(_Section):
         return self.policy_params() if self.enabled else None
 
 
+class ScaleoutConfig(_Section):
+    """Scale-out mode (``docs/scaleout.md``): the processes of one Kafka consumer group
+    learn one global model; one of them, elected through ``<source.group_id>-leader``,
+    merges the workers' updates and publishes model versions.
+
+    Off unless ``enabled = true`` (single-process mode, unchanged). Needs a Kafka source.
+    """
+
+    enabled: bool = False
+    updates_topic: str = Field(default="streamkm-updates", min_length=1)
+    model_topic: str = Field(default="streamkm-model", min_length=1)
+    coordination_topic: str = Field(default="streamkm-coordination", min_length=1)
+    create_topics: bool = True
+    member_id: str | None = Field(default=None, min_length=1, max_length=64)
+    publish_every_updates: int = Field(default=16, gt=0)
+    publish_interval_ms: float = Field(default=200.0, gt=0)
+    max_updates_per_round: int = Field(default=64, gt=0)
+    model_chunk_bytes: int = Field(default=512 * 1024, ge=1024, le=8 << 20)
+    max_update_bytes: int = Field(default=8 << 20, ge=1024)
+    fence_timeout_ms: int = Field(default=30000, gt=0)
+
+    @model_validator(mode="after")
+    def _keys_need_enabled(self) -> ScaleoutConfig:
+        if not self.enabled:
+            others = sorted(self.model_fields_set - {"enabled"})
+            if others:
+                raise ValueError(f"scaleout.{others[0]} = {getattr(self, others[0])!r} needs "
+                                 f"scaleout.enabled = true")
+        names = [self.updates_topic, self.model_topic, self.coordination_topic]
+        if len(set(names)) != 3:
+            raise ValueError(f"scaleout topics must be three different topics, got {names!r}")
+        return self
+
+
 class CheckpointConfig(_Section):
     """When and where model state plus positions are written."""
 
@@ -415,6 +450,7 @@ class ServiceConfig(_Section):
     logging: LoggingConfig = LoggingConfig()
     sketch: SketchConfig = SketchConfig()
     drift: DriftConfig = DriftConfig()
+    scaleout: ScaleoutConfig = ScaleoutConfig()
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
 
     @property
@@ -429,6 +465,20 @@ class ServiceConfig(_Section):
                 f"batching.batch_size ({self.batching.batch_size}) must be at least "
                 f"model.n_clusters ({self.model.n_clusters})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _scaleout_needs_kafka(self) -> ServiceConfig:
+        if self.scaleout.enabled:
+            if self.source.kind != "kafka":
+                raise ValueError(f"scaleout.enabled = true needs source.kind = 'kafka', got "
+                                 f"{self.source.kind!r}")
+            if self.sketch.kind != "none":
+                raise ValueError(f"scaleout.enabled = true does not support sketching yet "
+                                 f"(sketch.kind = {self.sketch.kind!r})")
+            if self.decoding.format == "json_sparse":
+                raise ValueError("scaleout.enabled = true does not support "
+                                 "decoding.format = 'json_sparse' yet")
         return self
 
     @model_validator(mode="after")

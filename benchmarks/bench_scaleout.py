@@ -1,0 +1,188 @@
+"""Scale-out throughput: 1, 2 and 3 ``streamkm run`` processes in one consumer group.
+
+Starts a Tansu broker (the test broker, ``tests/kafka_broker.py``), writes ``--records``
+JSON records (a ``--k`` component Gaussian mixture in ``--dim`` dimensions) to a
+6-partition topic, then for P = 1, 2, 3 starts P scale-out processes and times how long the
+global model takes to count every record (first process start to exact count; process start
+and group joins included, reported separately as the time to the first version). After a
+graceful stop each process logs ``scaleout_stats``: worker seconds per record (assignment
++ subsample/encode) and leader seconds per applied update and per published version, from
+which the scaling model in ``docs/benchmarks.md`` is fitted.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_scaleout.py [--records 40000] [--dim 16] [--k 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from kafka_broker import (  # noqa: E402
+    create_topics,
+    kill,
+    log_events,
+    produce,
+    start_service,
+    start_tansu,
+    stop,
+)
+
+from streamkm.scaleout.leader import ModelVersion  # noqa: E402
+from streamkm_connectors.scaleout_kafka import ModelReader  # noqa: E402
+
+PARTITIONS = 6
+
+
+def write_config(folder: Path, bootstrap: str, prefix: str, member: str, args: argparse.Namespace
+                 ) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "streamkm.toml"
+    config.write_text(f"""
+[source]
+kind = "kafka"
+topics = ["{prefix}"]
+group_id = "{prefix}-g"
+session_timeout_ms = 6000
+heartbeat_interval_ms = 1000
+max_poll_interval_ms = 10000
+poll_interval_ms = 20
+max_poll_records = 2000
+[kafka]
+bootstrap_servers = ["{bootstrap}"]
+[decoding]
+dim = {args.dim}
+[model]
+n_clusters = {args.k}
+tau = {args.tau}
+n_init = 1
+random_state = 0
+[batching]
+batch_size = {args.batch_size}
+max_wait_ms = 100
+[checkpoint]
+dir = "ck"
+every_seconds = 5
+[sinks]
+kind = "kafka"
+assignments_topic = "{prefix}-assignments"
+events_topic = ""
+dead_letter_topic = "{prefix}-dlq"
+[metrics]
+enabled = false
+[logging]
+level = "info"
+[scaleout]
+enabled = true
+updates_topic = "{prefix}-updates"
+model_topic = "{prefix}-model"
+coordination_topic = "{prefix}-coord"
+member_id = "{member}"
+""")
+    return config
+
+
+def run(bootstrap: str, workdir: Path, n_procs: int, values: list[bytes],
+        args: argparse.Namespace) -> dict[str, float]:
+    prefix = f"bench{n_procs}"
+    create_topics(bootstrap, {prefix: PARTITIONS, f"{prefix}-assignments": 3,
+                              f"{prefix}-dlq": 1})
+    produce(bootstrap, prefix, [(None, v, i % PARTITIONS) for i, v in enumerate(values)])
+    latest: dict[str, ModelVersion] = {}
+
+    def on_version(_v: int, data: bytes) -> None:
+        latest["v"] = ModelVersion.from_bytes(data)
+
+    members = [chr(ord("a") + i) for i in range(n_procs)]
+    logs = {m: workdir / prefix / m / "service.log" for m in members}
+    t0 = time.perf_counter()
+    procs = [start_service(write_config(workdir / prefix / m, bootstrap, prefix, m, args),
+                           logs[m]) for m in members]
+    reader = None
+    first_version = None
+    try:
+        while reader is None:
+            try:
+                reader = ModelReader({"bootstrap_servers": [bootstrap]}, f"{prefix}-model",
+                                     max_fetch_bytes=1 << 22, on_version=on_version)
+            except Exception:  # noqa: BLE001 - topic not created yet
+                time.sleep(0.2)
+        while True:
+            reader.poll(0.05)
+            v = latest.get("v")
+            if v is not None and first_version is None and v.model_arrays is not None:
+                first_version = time.perf_counter() - t0
+            if v is not None and v.model_arrays is not None and \
+                    int(v.model_arrays["counts"].sum()) >= len(values):
+                break
+            if time.perf_counter() - t0 > 600:
+                raise RuntimeError("timed out")
+        elapsed = time.perf_counter() - t0
+        for p in procs:
+            stop(p)
+    finally:
+        for p in procs:
+            kill(p)
+        if reader is not None:
+            reader.close()
+    stats = [e for m in members for e in log_events(logs[m]) if e.get("event") == "scaleout_stats"]
+    total = {k: sum(float(s.get(k, 0)) for s in stats) for k in stats[0] if k not in
+             ("ts", "level", "logger", "event", "member")}
+    return {"processes": n_procs, "seconds": elapsed, "first_version_s": first_version or 0.0,
+            "records_per_s": len(values) / elapsed,
+            "steady_records_per_s": len(values) / max(1e-9, elapsed - (first_version or 0)),
+            **total}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=40000)
+    parser.add_argument("--dim", type=int, default=16)
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--tau", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--procs", type=int, nargs="+", default=[1, 2, 3])
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0, 4, (args.k, args.dim))
+    labels = rng.integers(args.k, size=args.records)
+    x = centers[labels] + rng.normal(0, 1, (args.records, args.dim))
+    values = [json.dumps({"id": f"r{i}", "x": row.round(5).tolist()}).encode()
+              for i, row in enumerate(x)]
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = start_tansu(Path(tmp) / "tansu.log")
+        try:
+            create_topics(broker.bootstrap, {"probe": 1})
+            rows = [run(broker.bootstrap, Path(tmp), p, values, args) for p in args.procs]
+        finally:
+            broker.stop()
+    for r in rows:
+        upd = max(1.0, r["leader_updates"])
+        print(json.dumps({
+            "processes": r["processes"], "seconds": round(r["seconds"], 2),
+            "first_version_s": round(r["first_version_s"], 2),
+            "records_per_s": round(r["records_per_s"]),
+            "steady_records_per_s": round(r["steady_records_per_s"]),
+            "worker_us_per_record": round(1e6 * (r["worker_assign_seconds"]
+                                                 + r["worker_encode_seconds"])
+                                          / max(1.0, r["worker_records"]), 2),
+            "leader_ms_per_update": round(1e3 * r["leader_apply_seconds"] / upd, 3),
+            "leader_rows_per_update": round(r["leader_rows"] / upd, 1),
+            "records_per_update": round(args.records / upd, 1),
+            "leader_ms_per_version": round(1e3 * r["leader_publish_seconds"]
+                                           / max(1.0, r["versions_published"]), 3),
+            "updates": int(r["leader_updates"]), "versions": int(r["versions_published"]),
+        }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""Kafka plumbing of scale-out mode: the updates topic, the model topic, leader election.
+
+* **Updates topic** (1 partition, so the leader sees one total order): workers produce
+  fences and updates with ``acks="all"`` and one request in flight (no reordering on
+  retries); the leader reads it with an assigned (group-less) consumer from the offset after
+  the last one its model version reflects.
+* **Model topic** (1 partition, ``cleanup.policy=compact``): each version is split into
+  chunks of at most ``chunk_bytes`` (so a large model fits under the broker's message size
+  limit) with headers ``version``, ``chunk``, ``chunks`` and ``sha256`` of the whole. Keys
+  are ``slot<version % 2>-<chunk>``: compaction keeps the two newest versions' chunks, and a
+  leader dying half-way through a publication can only damage the slot of the version
+  before the last, never the last complete one. Readers keep the newest complete version.
+* **Leader election**: a second consumer group (``<group>-leader``) on a 1-partition
+  coordination topic; the member holding its partition 0 is the leader. Failover is the
+  group's rebalance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kafka import ConsumerRebalanceListener
+
+from streamkm.exceptions import StateError
+from streamkm.service.logs import log_event
+
+from .kafka_common import silence_kafka_python_logs
+
+__all__ = ["UpdatesProducer", "UpdatesReader", "ModelPublisher", "ModelReader",
+           "LeaderElection", "ensure_topics"]
+
+_log = logging.getLogger("streamkm.scaleout")
+
+
+def ensure_topics(client_settings: dict[str, Any], topics: dict[str, dict[str, str]]) -> None:
+    """Create the single-partition scale-out topics that do not exist yet (``topics``: name ->
+    topic configs). A broker that refuses the configs gets the topic without them."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(**{k: v for k, v in client_settings.items()
+                                if k in KafkaAdminClient.DEFAULT_CONFIG})
+    try:
+        existing = set(admin.list_topics())
+        for name, configs in topics.items():
+            if name in existing:
+                continue
+            for attempt in (configs, {}):
+                try:
+                    admin.create_topics([NewTopic(name, 1, 1, topic_configs=attempt)])
+                    break
+                except TopicAlreadyExistsError:
+                    break
+                except KafkaError as exc:
+                    if not attempt:
+                        raise
+                    log_event(_log, "warning", "scaleout_topic_config_refused", topic=name,
+                              configs=attempt, error=repr(exc))
+        deadline = time.monotonic() + 20
+        while not set(topics) <= set(admin.list_topics()):
+            if time.monotonic() > deadline:
+                raise StateError(f"scale-out topics {sorted(topics)!r} did not appear")
+            time.sleep(0.05)
+    finally:
+        admin.close()
+
+
+def _producer(settings: dict[str, Any], **extra: Any) -> Any:
+    from kafka import KafkaProducer
+
+    silence_kafka_python_logs()
+    known = KafkaProducer.DEFAULT_CONFIG
+    return KafkaProducer(**{k: v for k, v in settings.items() if k in known}, acks="all",
+                         max_in_flight_requests_per_connection=1, retries=2**31 - 1,
+                         linger_ms=2, **extra)
+
+
+def _assigned_consumer(settings: dict[str, Any], topic: str, **extra: Any) -> tuple[Any, Any]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    silence_kafka_python_logs()
+    known = KafkaConsumer.DEFAULT_CONFIG
+    consumer = KafkaConsumer(**{k: v for k, v in settings.items() if k in known},
+                             group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", **extra)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    return consumer, tp
+
+
+class UpdatesProducer:
+    """Sends encoded fences and updates to partition 0 of the updates topic."""
+
+    def __init__(self, settings: dict[str, Any], topic: str, *, max_request_bytes: int) -> None:
+        self.topic = topic
+        self._producer = _producer(settings, max_request_size=max_request_bytes)
+
+    def send(self, data: bytes, *, key: bytes | None = None) -> Any:
+        """Queue one message; returns the future (its ``.get()`` gives the record metadata)."""
+        return self._producer.send(self.topic, value=data, key=key, partition=0)
+
+    def send_and_wait(self, data: bytes, timeout_s: float, *, key: bytes | None = None) -> int:
+        """Send one message and wait for it; returns its offset."""
+        return int(self.send(data, key=key).get(timeout=timeout_s).offset)
+
+    def flush(self, timeout_s: float) -> None:
+        self._producer.flush(timeout=timeout_s)
+
+    def close(self) -> None:
+        self._producer.close(timeout=5)
+
+
+class UpdatesReader:
+    """Reads the updates topic from a given offset (no consumer group)."""
+
+    def __init__(self, settings: dict[str, Any], topic: str, start_offset: int, *,
+                 max_fetch_bytes: int) -> None:
+        self._consumer, self._tp = _assigned_consumer(
+            settings, topic, max_partition_fetch_bytes=max_fetch_bytes,
+            fetch_max_bytes=max(max_fetch_bytes, 52428800))
+        self._consumer.seek(self._tp, int(start_offset))
+
+    def poll(self, timeout_s: float, max_records: int) -> list[tuple[int, bytes]]:
+        """Up to ``max_records`` ``(offset, value)`` pairs, in offset order."""
+        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        return [(m.offset, m.value) for m in fetched.get(self._tp, [])]
+
+    def lag(self) -> int | None:
+        """Messages between the read position and the high watermark (None if unknown)."""
+        high = self._consumer.highwater(self._tp)
+        return None if high is None else max(0, high - self._consumer.position(self._tp))
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+
+
+class ModelPublisher:
+    """Publishes encoded model versions, chunked, to partition 0 of the model topic."""
+
+    def __init__(self, settings: dict[str, Any], topic: str, *, chunk_bytes: int) -> None:
+        self.topic = topic
+        self.chunk_bytes = int(chunk_bytes)
+        self._producer = _producer(settings, max_request_size=self.chunk_bytes + (64 << 10))
+
+    def publish(self, version: int, data: bytes, timeout_s: float) -> int:
+        """Send every chunk of ``data`` and wait for the acknowledgements; returns the number
+        of chunks."""
+        digest = hashlib.sha256(data).hexdigest().encode()
+        chunks = [data[i:i + self.chunk_bytes] for i in range(0, len(data), self.chunk_bytes)]
+        futures = []
+        for i, chunk in enumerate(chunks):
+            headers = [("version", str(version).encode()), ("chunk", str(i).encode()),
+                       ("chunks", str(len(chunks)).encode()), ("sha256", digest)]
+            futures.append(self._producer.send(self.topic, value=chunk, partition=0,
+                                               key=f"slot{version % 2}-{i}".encode(),
+                                               headers=headers))
+        self._producer.flush(timeout=timeout_s)
+        for future in futures:
+            future.get(timeout=timeout_s)
+        return len(chunks)
+
+    def close(self) -> None:
+        self._producer.close(timeout=5)
+
+
+class ModelReader:
+    """Follows the model topic and reassembles the newest complete version.
+
+    ``on_version(version, data)`` is called for each complete version newer than the last
+    one delivered (older or torn ones are ignored).
+    """
+
+    def __init__(self, settings: dict[str, Any], topic: str, *, max_fetch_bytes: int,
+                 on_version: Callable[[int, bytes], None]) -> None:
+        self._consumer, self._tp = _assigned_consumer(
+            settings, topic, max_partition_fetch_bytes=max_fetch_bytes,
+            fetch_max_bytes=max(max_fetch_bytes, 52428800))
+        self._consumer.seek_to_beginning(self._tp)
+        self._on_version = on_version
+        self._partial: dict[int, dict[int, bytes]] = {}
+        self.latest_version = -1
+        self.torn = 0
+
+    def poll(self, timeout_s: float) -> int:
+        """Read what arrived; returns the number of messages read."""
+        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        messages = fetched.get(self._tp, [])
+        for msg in messages:
+            self._accept(msg)
+        return len(messages)
+
+    def read_to_end(self, timeout_s: float) -> None:
+        """Poll until the position reached the high watermark and two polls came back empty
+        (Tansu's ListOffsets(latest) is not reliable enough to ask for the end directly)."""
+        deadline = time.monotonic() + timeout_s
+        idle = 0
+        while idle < 2:
+            n = self.poll(0.2)
+            high = self._consumer.highwater(self._tp)
+            at_end = high is not None and self._consumer.position(self._tp) >= high
+            idle = idle + 1 if (n == 0 and (at_end or high is None)) else 0
+            if time.monotonic() > deadline:
+                raise StateError(f"could not read the model topic to its end within "
+                                 f"{timeout_s} s")
+
+    def _accept(self, msg: Any) -> None:
+        headers = {k: v for k, v in (msg.headers or ())}
+        try:
+            version = int(headers["version"])
+            chunk, chunks = int(headers["chunk"]), int(headers["chunks"])
+            digest = headers["sha256"].decode()
+        except (KeyError, ValueError, AttributeError):
+            self.torn += 1
+            return
+        if version <= self.latest_version:
+            return
+        parts = self._partial.setdefault(version, {})
+        parts[chunk] = msg.value
+        if len(parts) < chunks:
+            return
+        data = b"".join(parts[i] for i in range(chunks))
+        for old in [v for v in self._partial if v <= version]:
+            del self._partial[old]
+        if hashlib.sha256(data).hexdigest() != digest:
+            self.torn += 1
+            log_event(_log, "warning", "scaleout_model_version_torn", version=version)
+            return
+        self.latest_version = version
+        self._on_version(version, data)
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+
+
+class _ElectionListener(ConsumerRebalanceListener):
+    def __init__(self, election: LeaderElection) -> None:
+        self._election = election
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self._election._set(False)
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self._election._set(False)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._election._set(any(tp.partition == 0 for tp in assigned))
+
+
+class LeaderElection:
+    """Membership of the leader group; :attr:`is_leader` while holding partition 0.
+
+    The group's consumer lives on its own thread, polling with a timeout long enough for
+    joins to complete (kafka-python cannot finish a join within a zero-timeout poll); the
+    rebalance listener flips :attr:`is_leader`, which the service reads between batches.
+    """
+
+    def __init__(self, settings: dict[str, Any], topic: str, group_id: str, *,
+                 poll_timeout_s: float = 0.2) -> None:
+        silence_kafka_python_logs()
+        self._settings = settings
+        self._topic = topic
+        self._group_id = group_id
+        self._poll_timeout_s = poll_timeout_s
+        self.is_leader = False
+        self.changes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="streamkm-leader-election",
+                                        daemon=True)
+        self._thread.start()
+
+    def _set(self, leader: bool) -> None:
+        if leader != self.is_leader:
+            self.changes += 1
+        self.is_leader = leader
+
+    def _run(self) -> None:
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        known = KafkaConsumer.DEFAULT_CONFIG
+        consumer = None
+        while not self._stop.is_set():
+            try:
+                if consumer is None:
+                    consumer = KafkaConsumer(
+                        **{k: v for k, v in self._settings.items() if k in known},
+                        group_id=self._group_id, enable_auto_commit=False)
+                    consumer.subscribe([self._topic], listener=_ElectionListener(self))
+                consumer.poll(timeout_ms=int(self._poll_timeout_s * 1000), max_records=1)
+            except (KafkaError, OSError, ValueError) as exc:
+                self._set(False)
+                log_event(_log, "warning", "scaleout_election_poll_failed", error=repr(exc))
+                self._stop.wait(0.5)
+        self._set(False)
+        if consumer is not None:
+            try:
+                consumer.close(autocommit=False, timeout_ms=5000)
+            except Exception as exc:  # noqa: BLE001
+                log_event(_log, "warning", "scaleout_election_close_failed", error=repr(exc))
+
+    def poll(self) -> None:
+        """Nothing to do: the election thread runs the group protocol."""
+
+    def close(self) -> None:
+        """Leave the group (another member becomes leader)."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.is_leader = False
