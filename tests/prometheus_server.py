@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,13 +114,17 @@ def exported_sample_names(metrics_text: str) -> set[str]:
 # ---------------------------------------------------------------------------- Prometheus
 
 
-def scrape_config_for_target(dest: Path, target: str, interval: str = "1s") -> Path:
-    """Write the shipped ``prometheus.yml`` into ``dest`` with only ``target`` and the
-    scrape/evaluation intervals changed, and the shipped rules file beside it."""
+def scrape_config_for_target(dest: Path, target: str | Sequence[str],
+                             interval: str = "1s") -> Path:
+    """Write the shipped ``prometheus.yml`` into ``dest`` with only the target (one
+    ``host:port`` or several) and the scrape/evaluation intervals changed, and the shipped
+    rules file beside it."""
+    targets = [target] if isinstance(target, str) else list(target)
+    assert targets
     text = PROMETHEUS_CONFIG.read_text()
     shipped = f'targets: ["{SHIPPED_TARGET}"]'
     assert text.count(shipped) == 1, f"expected one line {shipped} in {PROMETHEUS_CONFIG}"
-    text = text.replace(shipped, f'targets: ["{target}"]')
+    text = text.replace(shipped, "targets: [" + ", ".join(f'"{t}"' for t in targets) + "]")
     text, n = re.subn(r"(?m)^([ \t]*(?:scrape|evaluation)_interval:[ \t]*)\S+[ \t]*$",
                       rf"\g<1>{interval}", text)
     assert n >= 2, "the shipped config should set scrape_interval and evaluation_interval"
@@ -338,54 +342,37 @@ class StreamkmService:
         return self.proc.returncode
 
 
-class KafkaStreamkmService:
-    """``streamkm run`` with a Kafka source and Kafka sinks against a real broker.
+class TopicProducer:
+    """A thread feeding ``topic`` (``partitions`` partitions, round robin) with the valid
+    records of ``kafka_broker.valid_value`` at ``rate`` per second."""
 
-    The configuration is the Kafka tests' (``kafka_broker.write_config``: consumer group,
-    batches of 50, a checkpoint and an offset commit every 2 batches or second, metrics on
-    a free port). :meth:`start_producing` feeds ``topic`` (3 partitions) with valid records
-    at ``rate`` per second from a producer thread.
-    """
-
-    def __init__(self, workdir: Path, bootstrap: str, topic: str, rate: float = 200.0) -> None:
-        self.workdir = workdir
+    def __init__(self, bootstrap: str, topic: str, rate: float = 200.0,
+                 partitions: int = 3) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.rate = rate
-        self.log_path = workdir / "service.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.metrics_url = ""
+        self.partitions = partitions
         self.produced = 0
-        self.producer_error: BaseException | None = None
+        self.error: BaseException | None = None
         self._stop = threading.Event()
-        self._producer: threading.Thread | None = None
+        self._thread: threading.Thread | None = None
 
-    @property
-    def target(self) -> str:
-        return urllib.parse.urlsplit(self.metrics_url).netloc
-
-    def start(self, timeout: float = 60) -> KafkaStreamkmService:
-        from kafka_broker import metrics_url, start_service, write_config
-
-        config = write_config(self.workdir, self.bootstrap, topic=self.topic,
-                              group=f"{self.topic}-group", out_prefix=f"{self.topic}-out",
-                              metrics_port=0)
-        self.proc = start_service(config, self.log_path)
-        self.metrics_url = wait_for(lambda: metrics_url(self.log_path), timeout,
-                                    "the service's metrics URL", self.dead)
+    def start(self) -> TopicProducer:
+        self._thread = threading.Thread(target=self._produce, name="kafka-producer",
+                                        daemon=True)
+        self._thread.start()
         return self
 
-    def start_producing(self) -> None:
-        self._producer = threading.Thread(target=self._produce, name="kafka-producer",
-                                          daemon=True)
-        self._producer.start()
-
-    def stop_producing(self) -> None:
+    def stop(self, check: bool = True) -> None:
+        """Stop the thread; fails when it could not produce (with ``check``)."""
         self._stop.set()
-        if self._producer is not None:
-            self._producer.join(timeout=30)
-        if self.producer_error is not None:
-            raise AssertionError(f"the test producer failed: {self.producer_error!r}")
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if check and self.error is not None:
+            raise AssertionError(f"the test producer failed: {self.error!r}")
+
+    def failed(self) -> str | None:
+        return None if self.error is None else f"the test producer failed: {self.error!r}"
 
     def _produce(self) -> None:
         from kafka import KafkaProducer
@@ -393,8 +380,8 @@ class KafkaStreamkmService:
 
         try:
             producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
-        except BaseException as exc:  # reported by stop_producing
-            self.producer_error = exc
+        except BaseException as exc:  # reported by stop() and failed()
+            self.error = exc
             return
         owed, tick = 0.0, 0.1
         try:
@@ -403,33 +390,94 @@ class KafkaStreamkmService:
                 count = int(owed)
                 owed -= count
                 futures = [producer.send(self.topic, key=f"k{i}".encode(),
-                                         value=valid_value(i), partition=i % 3)
+                                         value=valid_value(i), partition=i % self.partitions)
                            for i in range(self.produced, self.produced + count)]
                 producer.flush(timeout=10)
                 for future in futures:
                     future.get(timeout=10)
                 self.produced += count
         except BaseException as exc:
-            self.producer_error = exc
+            self.error = exc
         finally:
             producer.close(timeout=5)
+
+
+class KafkaStreamkmService:
+    """``streamkm run`` with a Kafka source and Kafka sinks against a real broker.
+
+    The configuration is the Kafka tests' (``kafka_broker.write_config``: consumer group
+    ``<topic>-group``, batches of 50, a checkpoint and an offset commit every 2 batches or
+    second, metrics on a free port) plus ``extra_config`` (e.g. a ``[scaleout]`` section:
+    several services on the same ``topic`` share the group). :meth:`start_producing` feeds
+    ``topic`` (3 partitions) with valid records at ``rate`` per second from a producer
+    thread (:class:`TopicProducer`).
+    """
+
+    def __init__(self, workdir: Path, bootstrap: str, topic: str, rate: float = 200.0,
+                 extra_config: str = "") -> None:
+        self.workdir = workdir
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.rate = rate
+        self.extra_config = extra_config
+        self.log_path = workdir / "service.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.metrics_url = ""
+        self.producer: TopicProducer | None = None
+
+    @property
+    def target(self) -> str:
+        return urllib.parse.urlsplit(self.metrics_url).netloc
+
+    @property
+    def produced(self) -> int:
+        return 0 if self.producer is None else self.producer.produced
+
+    def start(self, timeout: float = 60) -> KafkaStreamkmService:
+        """Start the process; returns once it serves metrics."""
+        self.launch()
+        return self.wait_listening(timeout)
+
+    def launch(self) -> KafkaStreamkmService:
+        """Start the process without waiting (see :meth:`wait_listening`)."""
+        from kafka_broker import start_service, write_config
+
+        config = write_config(self.workdir, self.bootstrap, topic=self.topic,
+                              group=f"{self.topic}-group", out_prefix=f"{self.topic}-out",
+                              metrics_port=0)
+        if self.extra_config:
+            with open(config, "a") as fh:
+                fh.write("\n" + self.extra_config)
+        self.proc = start_service(config, self.log_path)
+        return self
+
+    def wait_listening(self, timeout: float = 60) -> KafkaStreamkmService:
+        from kafka_broker import metrics_url
+
+        self.metrics_url = wait_for(lambda: metrics_url(self.log_path), timeout,
+                                    "the service's metrics URL", self.dead)
+        return self
+
+    def start_producing(self) -> None:
+        self.producer = TopicProducer(self.bootstrap, self.topic, self.rate).start()
+
+    def stop_producing(self) -> None:
+        if self.producer is not None:
+            self.producer.stop()
 
     def dead(self) -> str | None:
         if self.proc is not None and self.proc.poll() is not None:
             return (f"streamkm exited with code {self.proc.returncode}:\n"
                     + self.log_path.read_text(errors="replace")[-3000:])
-        if self.producer_error is not None:
-            return f"the test producer failed: {self.producer_error!r}"
-        return None
+        return None if self.producer is None else self.producer.failed()
 
     def scrape(self) -> str:
         return http_get(self.metrics_url).decode()
 
     def stop(self) -> int | None:
         """SIGTERM (graceful stop: final checkpoint and commit); the exit code."""
-        self._stop.set()
-        if self._producer is not None:
-            self._producer.join(timeout=30)
+        if self.producer is not None:
+            self.producer.stop(check=False)
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -467,13 +515,17 @@ def dashboard_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def dashboard_queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(where, expr)`` for every PromQL expression of the dashboard (panels, variables)."""
+def dashboard_queries(dashboard: dict[str, Any],
+                      panels: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+    """``(where, expr)`` for every PromQL expression of the dashboard (panels, variables),
+    or of ``panels`` only (no variables) when given."""
     queries = []
-    for panel in dashboard_panels(dashboard):
+    for panel in dashboard_panels(dashboard) if panels is None else panels:
         for target in panel.get("targets", []):
             where = f"panel {panel['id']} {panel['title']!r} target {target.get('refId')}"
             queries.append((where, target["expr"]))
+    if panels is not None:
+        return queries
     for var in dashboard.get("templating", {}).get("list", []):
         if var.get("type") == "query":
             inner = label_values_query(var["query"])
@@ -502,6 +554,43 @@ def substitute_grafana_variables(expr: str) -> str:
 KAFKA_PREFIX = "streamkm_kafka_"
 
 
+def scaleout_sample_names() -> frozenset[str]:
+    """Sample names of the metrics only scale-out processes register (``streamkm_leader``,
+    ``streamkm_updates_dropped_total``, ``streamkm_leader_apply_seconds_bucket``, ...), read
+    from :class:`streamkm.scaleout.metrics.ScaleoutMetrics` itself."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from streamkm.scaleout.metrics import ScaleoutMetrics
+
+    registry = CollectorRegistry()
+    ScaleoutMetrics(registry, "probe")
+    return frozenset(exported_sample_names(generate_latest(registry).decode()))
+
+
+def scaleout_metrics_in_ops_files() -> set[str]:
+    """The scale-out-only metric names the dashboard and the alert rules reference."""
+    text = DASHBOARD.read_text() + RULES_FILE.read_text()
+    return set(re.findall(r"\bstreamkm_\w+", text)) & scaleout_sample_names()
+
+
+def row_panels(dashboard: dict[str, Any], title: str) -> list[dict[str, Any]]:
+    """The panels of the row titled ``title`` (nested in it when collapsed, else the panels
+    after it up to the next row)."""
+    out: list[dict[str, Any]] = []
+    inside = False
+    for panel in dashboard.get("panels", []):
+        if panel.get("type") == "row":
+            if inside:
+                break
+            if panel.get("title") == title:
+                inside = True
+                out.extend(panel.get("panels", []))
+        elif inside:
+            out.append(panel)
+    assert out, f"no panels in a row titled {title!r}"
+    return out
+
+
 def kafka_metrics_in_ops_files() -> set[str]:
     """The Kafka-only metric names the dashboard and the alert rules reference."""
     names = set(re.findall(r"\b" + KAFKA_PREFIX + r"\w+", DASHBOARD.read_text()))
@@ -509,17 +598,18 @@ def kafka_metrics_in_ops_files() -> set[str]:
 
 
 def dashboard_query_problems(prometheus: PrometheusServer, exported: set[str],
-                             not_registered: set[str] | frozenset[str] = frozenset()
-                             ) -> list[str]:
+                             not_registered: set[str] | frozenset[str] = frozenset(),
+                             queries: list[tuple[str, str]] | None = None) -> list[str]:
     """Every dashboard expression, evaluated by ``prometheus``: the problems found.
 
     An expression must only use metrics in ``exported`` (a live scrape of the service) and
     return data; one on a metric in ``not_registered`` (metrics this kind of service does
     not register, e.g. Kafka ones for a file source) must return nothing instead (another
-    test runs it against a service that has them).
+    test runs it against a service that has them). ``queries``: only these ``(where,
+    expr)`` (default: all of :func:`dashboard_queries`).
     """
     problems = []
-    for where, expr in dashboard_queries(load_dashboard()):
+    for where, expr in dashboard_queries(load_dashboard()) if queries is None else queries:
         names = metric_names_in(expr)
         missing = sorted(names - exported - set(not_registered))
         if missing:

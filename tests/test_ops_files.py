@@ -160,8 +160,36 @@ def test_dashboard_covers_the_required_views() -> None:
                    "sum by (topic, partition) (streamkm_kafka_consumer_lag_records",
                    "streamkm_kafka_broker_connected", "increase(streamkm_kafka_commits_total",
                    "increase(streamkm_kafka_commit_failures_total",
-                   "increase(streamkm_kafka_rebalances_total"]:
+                   "increase(streamkm_kafka_rebalances_total",
+                   "streamkm_leader{", "sum by (job) (streamkm_leader",
+                   "streamkm_model_version{", "max by (job) (streamkm_model_version",
+                   "sum by (reason) (rate(streamkm_updates_dropped_total",
+                   "rate(streamkm_updates_applied_total", "streamkm_updates_lag",
+                   "streamkm_model_versions_behind"]:
         assert needle in exprs, needle
+
+
+def test_scaleout_row_covers_every_scaleout_metric() -> None:
+    """Every metric of streamkm.scaleout.metrics has a panel in the "Scale-out" row, and
+    only that row uses them (the other rows work for single processes too)."""
+    from prometheus_server import (dashboard_queries, metric_names_in, row_panels,
+                                   scaleout_sample_names)
+
+    dashboard = load_dashboard()
+    scaleout = scaleout_sample_names()
+    row = row_panels(dashboard, "Scale-out")
+    used = set().union(*(metric_names_in(e) for _, e in dashboard_queries(dashboard, row)))
+    def family(name: str) -> str:
+        return re.sub(r"_(total|created|bucket|count|sum)$", "", name)
+
+    shown = {family(n) for n in used & scaleout}
+    unshown = sorted({family(n) for n in scaleout} - shown)
+    assert not unshown, f"scale-out metrics without a panel: {unshown}"
+    row_ids = {p["id"] for p in row}
+    for panel in dashboard_panels(dashboard):
+        if panel["id"] not in row_ids:
+            names = set().union(*(metric_names_in(t["expr"]) for t in panel["targets"]))
+            assert not names & scaleout, f"panel {panel['title']!r} outside the Scale-out row"
 
 
 def test_grafana_provisioning_files() -> None:

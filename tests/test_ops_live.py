@@ -8,11 +8,12 @@ target and the intervals changed: 1 s) with the shipped rules. The stream starts
 Prometheus has scraped the idle service, so the split and the re-sketches are increases
 Prometheus sees. After a few scrapes:
 
-* every PromQL expression of the Grafana dashboard returns data, except the Kafka panels:
-  a file-source service does not register the Kafka metrics, so they must return nothing
-  here (``test_ops_live_kafka.py`` runs them against a Kafka-source service),
+* every PromQL expression of the Grafana dashboard returns data, except the Kafka and
+  scale-out panels: a file-source service does not register those metrics, so they must
+  return nothing here (``test_ops_live_kafka.py`` and ``test_ops_live_scaleout.py`` run
+  them against services that have them),
 * every metric the dashboard and the rules reference is exported by the live service
-  (Kafka ones: by the Kafka-source service),
+  (Kafka and scale-out ones: by the services of those tests),
 * the drift and sketch panels show the split and the re-sketches,
 * every alert rule is loaded and evaluated by Prometheus without error, its expression is
   a valid query, and the ones whose condition holds in this scenario return data and are
@@ -39,6 +40,7 @@ from prometheus_server import (
     load_dashboard,
     metric_names_in,
     rule_problems,
+    scaleout_metrics_in_ops_files,
     scrape_config_for_target,
     substitute_grafana_variables,
     unhealthy_rules,
@@ -56,6 +58,9 @@ EXPECTED_ACTIVE = {"StreamkmRejectedRatioHigh"}
 UNDETERMINED = {"StreamkmSourceLagGrowing"}
 #: Registered only by services with a Kafka source or sinks.
 KAFKA_METRICS = kafka_metrics_in_ops_files()
+#: Registered only by scale-out processes.
+SCALEOUT_METRICS = scaleout_metrics_in_ops_files()
+NOT_REGISTERED = KAFKA_METRICS | SCALEOUT_METRICS
 
 
 class Stack:
@@ -120,7 +125,8 @@ def test_shipped_scrape_config_target_is_up(stack: Stack) -> None:
 def test_every_dashboard_expression_returns_data(stack: Stack) -> None:
     exported = exported_sample_names(stack.metrics_text) | PROMETHEUS_SERIES
     assert not exported & KAFKA_METRICS, "a file-source service registers Kafka metrics"
-    failures = dashboard_query_problems(stack.prometheus, exported, KAFKA_METRICS)
+    assert not exported & SCALEOUT_METRICS, "a single process registers scale-out metrics"
+    failures = dashboard_query_problems(stack.prometheus, exported, NOT_REGISTERED)
     assert not failures, "dashboard queries failing:\n  " + "\n  ".join(failures)
 
 
@@ -171,14 +177,15 @@ def test_dashboard_variables_resolve(stack: Stack) -> None:
 
 def test_dashboard_metrics_are_exported_by_the_service(stack: Stack) -> None:
     """Checked against a live scrape: a panel on a metric that does not exist shows nothing.
-    (The Kafka metrics are checked against a Kafka-source service in test_ops_live_kafka.)"""
+    (The Kafka and scale-out metrics are checked against services that have them in
+    test_ops_live_kafka and test_ops_live_scaleout.)"""
     exported = exported_sample_names(stack.metrics_text) | PROMETHEUS_SERIES
     problems = []
     for panel in dashboard_panels(load_dashboard()):
         for target in panel.get("targets", []):
             names = metric_names_in(target["expr"])
             assert names, f"panel {panel['title']!r}: no metric in {target['expr']!r}"
-            for name in sorted(names - exported - KAFKA_METRICS):
+            for name in sorted(names - exported - NOT_REGISTERED):
                 problems.append(f"panel {panel['id']} {panel['title']!r} references {name!r}, "
                                 f"which the service does not export")
     assert not problems, "\n".join(problems)
@@ -196,7 +203,7 @@ def test_rules_loaded_and_evaluated_without_error(stack: Stack) -> None:
 def test_rule_expressions_valid_and_true_where_expected(stack: Stack) -> None:
     exported = exported_sample_names(stack.metrics_text) | PROMETHEUS_SERIES
     problems = rule_problems(stack.prometheus, exported, expected_active=EXPECTED_ACTIVE,
-                             undetermined=UNDETERMINED, not_registered=KAFKA_METRICS)
+                             undetermined=UNDETERMINED, not_registered=NOT_REGISTERED)
     assert not problems, "\n".join(problems)
 
 
