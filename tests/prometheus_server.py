@@ -424,6 +424,7 @@ class KafkaStreamkmService:
         self.proc: subprocess.Popen[bytes] | None = None
         self.metrics_url = ""
         self.producer: TopicProducer | None = None
+        self._sigterm_sent = False
 
     @property
     def target(self) -> str:
@@ -474,6 +475,12 @@ class KafkaStreamkmService:
     def scrape(self) -> str:
         return http_get(self.metrics_url).decode()
 
+    def request_stop(self) -> None:
+        """SIGTERM without waiting (see :meth:`stop`)."""
+        if self.proc is not None and self.proc.poll() is None and not self._sigterm_sent:
+            self.proc.send_signal(signal.SIGTERM)
+            self._sigterm_sent = True
+
     def stop(self) -> int | None:
         """SIGTERM (graceful stop: final checkpoint and commit); the exit code."""
         if self.producer is not None:
@@ -481,7 +488,7 @@ class KafkaStreamkmService:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.request_stop()
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
