@@ -13,6 +13,12 @@
 * **Leader election**: a second consumer group (``<group>-leader``) on a 1-partition
   coordination topic; the member holding its partition 0 is the leader. Failover is the
   group's rebalance.
+
+Broker outages: the clients never raise from their polling methods (transport errors are
+logged, rate-limited, and read as "nothing arrived"); sends return futures that fail only
+after the producer's ``delivery_timeout_ms``; :meth:`connected` of each class reads the
+client's own ``connection-count`` metric. The process (``streamkm.scaleout.process``)
+retries with backoff and keeps the ledger's rules on every send whose outcome is unknown.
 """
 
 from __future__ import annotations
@@ -29,12 +35,42 @@ from kafka import ConsumerRebalanceListener
 from streamkm.exceptions import StateError
 from streamkm.service.logs import log_event
 
-from .kafka_common import silence_kafka_python_logs
+from .kafka_common import broker_connected, silence_kafka_python_logs
 
 __all__ = ["UpdatesProducer", "UpdatesReader", "ModelPublisher", "ModelReader",
-           "LeaderElection", "ensure_topics"]
+           "LeaderElection", "ensure_topics", "TRANSPORT_ERRORS"]
 
 _log = logging.getLogger("streamkm.scaleout")
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    from kafka.errors import KafkaError
+
+    return (KafkaError, OSError)
+
+
+#: What a broker outage raises from kafka-python calls (retried by the callers).
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = _transport_errors()
+
+
+class _RateLimitedLog:
+    """Logs a recurring transport error at most every ``every_s`` seconds."""
+
+    def __init__(self, event: str, every_s: float = 5.0) -> None:
+        self._event = event
+        self._every_s = every_s
+        self._last = -1e18
+        self.suppressed = 0
+
+    def __call__(self, exc: BaseException, **fields: Any) -> None:
+        now = time.monotonic()
+        if now - self._last < self._every_s:
+            self.suppressed += 1
+            return
+        self._last = now
+        log_event(_log, "warning", self._event, error=f"{type(exc).__name__}: {exc}",
+                  suppressed=self.suppressed, **fields)
+        self.suppressed = 0
 
 
 def ensure_topics(client_settings: dict[str, Any], topics: dict[str, dict[str, str]]) -> None:
@@ -75,9 +111,12 @@ def _producer(settings: dict[str, Any], **extra: Any) -> Any:
 
     silence_kafka_python_logs()
     known = KafkaProducer.DEFAULT_CONFIG
-    return KafkaProducer(**{k: v for k, v in settings.items() if k in known}, acks="all",
-                         max_in_flight_requests_per_connection=1, retries=2**31 - 1,
-                         linger_ms=2, **extra)
+    # max_block_ms bounds how long send() may block (metadata unknown, buffer full) while
+    # the broker is away; delivery failures surface later through the futures.
+    return KafkaProducer(**{"linger_ms": 2, "max_block_ms": 5000,
+                            **{k: v for k, v in settings.items() if k in known},
+                            "acks": "all", "max_in_flight_requests_per_connection": 1,
+                            "retries": 2**31 - 1, **extra})
 
 
 def _assigned_consumer(settings: dict[str, Any], topic: str, **extra: Any) -> tuple[Any, Any]:
@@ -111,6 +150,10 @@ class UpdatesProducer:
     def flush(self, timeout_s: float) -> None:
         self._producer.flush(timeout=timeout_s)
 
+    def connected(self) -> bool:
+        """True while the producer holds a broker connection."""
+        return broker_connected(self._producer, "producer-metrics")
+
     def close(self) -> None:
         self._producer.close(timeout=5)
 
@@ -124,16 +167,31 @@ class UpdatesReader:
             settings, topic, max_partition_fetch_bytes=max_fetch_bytes,
             fetch_max_bytes=max(max_fetch_bytes, 52428800))
         self._consumer.seek(self._tp, int(start_offset))
+        self._log_error = _RateLimitedLog("scaleout_updates_poll_failed")
 
     def poll(self, timeout_s: float, max_records: int) -> list[tuple[int, bytes]]:
-        """Up to ``max_records`` ``(offset, value)`` pairs, in offset order."""
-        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        """Up to ``max_records`` ``(offset, value)`` pairs, in offset order (none while the
+        broker is away: transport errors are logged, never raised)."""
+        try:
+            fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000),
+                                          max_records=max_records)
+        except (*TRANSPORT_ERRORS, ValueError) as exc:
+            self._log_error(exc, topic=self._tp.topic)
+            return []
         return [(m.offset, m.value) for m in fetched.get(self._tp, [])]
 
     def lag(self) -> int | None:
         """Messages between the read position and the high watermark (None if unknown)."""
-        high = self._consumer.highwater(self._tp)
-        return None if high is None else max(0, high - self._consumer.position(self._tp))
+        try:
+            high = self._consumer.highwater(self._tp)
+            return None if high is None else max(0, high - self._consumer.position(
+                self._tp, timeout_ms=0))
+        except (*TRANSPORT_ERRORS, ValueError, TypeError):
+            return None
+
+    def connected(self) -> bool:
+        """True while the consumer holds a broker connection."""
+        return broker_connected(self._consumer, "consumer-metrics")
 
     def close(self) -> None:
         self._consumer.close(autocommit=False)
@@ -147,9 +205,9 @@ class ModelPublisher:
         self.chunk_bytes = int(chunk_bytes)
         self._producer = _producer(settings, max_request_size=self.chunk_bytes + (64 << 10))
 
-    def publish(self, version: int, data: bytes, timeout_s: float) -> int:
-        """Send every chunk of ``data`` and wait for the acknowledgements; returns the number
-        of chunks."""
+    def send_version(self, version: int, data: bytes) -> list[Any]:
+        """Hand every chunk of ``data`` to the producer; the futures, one per chunk (a
+        version is delivered when all of them succeeded)."""
         digest = hashlib.sha256(data).hexdigest().encode()
         chunks = [data[i:i + self.chunk_bytes] for i in range(0, len(data), self.chunk_bytes)]
         futures = []
@@ -159,10 +217,24 @@ class ModelPublisher:
             futures.append(self._producer.send(self.topic, value=chunk, partition=0,
                                                key=f"slot{version % 2}-{i}".encode(),
                                                headers=headers))
-        self._producer.flush(timeout=timeout_s)
+        return futures
+
+    def publish(self, version: int, data: bytes, timeout_s: float) -> int:
+        """Send every chunk of ``data`` and wait for the acknowledgements; returns the number
+        of chunks."""
+        futures = self.send_version(version, data)
+        self.flush(timeout_s)
         for future in futures:
             future.get(timeout=timeout_s)
-        return len(chunks)
+        return len(futures)
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait until every chunk handed over is acknowledged or failed."""
+        self._producer.flush(timeout=timeout_s)
+
+    def connected(self) -> bool:
+        """True while the producer holds a broker connection."""
+        return broker_connected(self._producer, "producer-metrics")
 
     def close(self) -> None:
         self._producer.close(timeout=5)
@@ -185,24 +257,46 @@ class ModelReader:
         self._partial: dict[int, dict[int, bytes]] = {}
         self.latest_version = -1
         self.torn = 0
+        self._log_error = _RateLimitedLog("scaleout_model_poll_failed")
 
     def poll(self, timeout_s: float) -> int:
-        """Read what arrived; returns the number of messages read."""
-        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        """Read what arrived; returns the number of messages read (0 while the broker is
+        away: transport errors are logged, never raised)."""
+        try:
+            fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        except (*TRANSPORT_ERRORS, ValueError) as exc:
+            self._log_error(exc, topic=self._tp.topic)
+            time.sleep(min(timeout_s, 0.1))
+            return 0
         messages = fetched.get(self._tp, [])
         for msg in messages:
             self._accept(msg)
         return len(messages)
 
+    def connected(self) -> bool:
+        """True while the consumer holds a broker connection."""
+        return broker_connected(self._consumer, "consumer-metrics")
+
     def read_to_end(self, timeout_s: float) -> None:
         """Poll until the position reached the high watermark and two polls came back empty
-        (Tansu's ListOffsets(latest) is not reliable enough to ask for the end directly)."""
+        (Tansu's ListOffsets(latest) is not reliable enough to ask for the end directly).
+
+        Raises
+        ------
+        StateError
+            Not done within ``timeout_s`` (e.g. the broker is away).
+        """
         deadline = time.monotonic() + timeout_s
         idle = 0
         while idle < 2:
             n = self.poll(0.2)
-            high = self._consumer.highwater(self._tp)
-            at_end = high is not None and self._consumer.position(self._tp) >= high
+            try:
+                high = self._consumer.highwater(self._tp)
+                at_end = high is not None and self._consumer.position(
+                    self._tp, timeout_ms=int(max(0.0, deadline - time.monotonic()) * 1000)
+                ) >= high
+            except (*TRANSPORT_ERRORS, ValueError, TypeError):
+                high, at_end = -1, False  # unknown: not the end
             idle = idle + 1 if (n == 0 and (at_end or high is None)) else 0
             if time.monotonic() > deadline:
                 raise StateError(f"could not read the model topic to its end within "

@@ -7,6 +7,16 @@ worker first sends a fence and waits for a model version in which that fence own
 partition; it then reads from the version's watermark. Leader (while holding partition 0 of
 the coordination group): apply the updates topic in order, publish versions.
 
+Broker outages: nothing blocks on the broker and nothing raises. Fences, updates and model
+versions are sent asynchronously; the producer retries them while the broker is away. A
+send that fails (outcome unknown: the message may or may not be in the topic) is never
+re-sent as is: the partition is re-fenced with a fresh token and re-read from the watermark
+of the version that confirms the fence, so a late copy is dropped (``duplicate`` before the
+fence, ``stale_generation`` after it) and nothing is applied twice or lost. Failed fences and
+publications are retried with exponential backoff; starting, electing a leader and reading
+the model topic are retried the same way. State ``streamkm_kafka_broker_connected
+{client="scaleout"}``, log events ``kafka_broker_unavailable`` / ``kafka_broker_connected``.
+
 See ``docs/scaleout.md`` for the guarantees, failure modes and limits.
 """
 
@@ -27,7 +37,8 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from streamkm.decoding import RejectReason
-from streamkm.exceptions import ParameterError, StateError
+from streamkm.exceptions import ConfigError, ParameterError, StateError
+from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.compress import subsample_per_cluster
 from streamkm.scaleout.leader import MergeLeader, ModelVersion
 from streamkm.scaleout.messages import Fence, ModelUpdate, decode_message, encode_message
@@ -44,6 +55,39 @@ __all__ = ["ScaleoutService"]
 
 _log = logging.getLogger("streamkm.scaleout")
 WORKER_STATE_FILE = "scaleout-worker.json"
+#: ``client`` label of ``streamkm_kafka_broker_connected`` for the scale-out clients.
+BROKER_CLIENT = "scaleout"
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    from kafka.errors import KafkaError
+
+    return (KafkaError, OSError)
+
+
+def _config_error(exc: BaseException) -> None:
+    """Raise a :class:`ConfigError` for invalid client settings (never retried)."""
+    from kafka.errors import KafkaConfigurationError
+
+    if isinstance(exc, KafkaConfigurationError):
+        raise ConfigError(f"invalid Kafka client settings for scale-out mode: {exc}") from exc
+
+
+class _Publication:
+    """A model version handed to the publisher, not acknowledged yet."""
+
+    def __init__(self, version: int, futures: list[Any], started: float, size: int) -> None:
+        self.version = version
+        self.futures = futures
+        self.started = started
+        self.size = size
+
+    @property
+    def done(self) -> bool:
+        return all(f.is_done for f in self.futures)
+
+    def error(self) -> BaseException | None:
+        return next((f.exception for f in self.futures if f.failed()), None)
 
 
 class ScaleoutService:
@@ -87,7 +131,9 @@ class ScaleoutService:
         self._tokens: dict[str, str] = {}
         self._pending: dict[str, str] = {}  # partition -> fence token awaiting confirmation
         self._to_fence: list[str] = []
-        self._send_failed = threading.Event()
+        # outcomes of asynchronous sends, appended by the producer's IO thread:
+        # (kind, partition, token, offset or exception)
+        self._send_results: deque[tuple[str, str, str, Any]] = deque()
         self._unassigned: deque[Batch] = deque()
         self._adopted_version: ModelVersion | None = None
         self.last_sent_version = -1
@@ -99,6 +145,21 @@ class ScaleoutService:
         self._publish_due = False
         self._last_publish = time.monotonic()
         self._published: deque[int] = deque(maxlen=4096)
+        self._publishing: _Publication | None = None
+        # broker outages: retry delays and the connection state
+        backoff_s = max(float(config.kafka.reconnect_backoff_ms), 100.0) / 1000.0
+        max_backoff_s = max(float(config.kafka.reconnect_backoff_max_ms) / 1000.0, backoff_s)
+        self._fence_backoff = Backoff(backoff_s, max_backoff_s)
+        self._leader_backoff = Backoff(backoff_s, max_backoff_s)
+        self._publish_backoff = Backoff(backoff_s, max_backoff_s)
+        self._broker_connected: bool | None = None
+        self._broker_lock = threading.Lock()
+        self._prober: threading.Thread | None = None
+        self._updates: Any = None
+        self._model_reader: Any = None
+        self._election: Any = None
+        self._source: Any = None
+        self._sinks: Any = None
         self.stats: dict[str, float] = {"leader_apply_seconds": 0.0, "leader_updates": 0,
                                         "leader_rows": 0, "leader_publish_seconds": 0.0,
                                         "versions_published": 0, "worker_assign_seconds": 0.0,
@@ -117,49 +178,80 @@ class ScaleoutService:
         return {**cfg.kafka.client_settings(), **cfg.kafka.consumer}
 
     def start(self) -> None:
-        """Create the topics, clients, sinks and metrics; adopt the latest model version."""
-        from streamkm_connectors.scaleout_kafka import (
-            LeaderElection,
-            ModelReader,
-            UpdatesProducer,
-            ensure_topics,
-        )
+        """Create the sinks, source and metrics; then (retrying with backoff while the broker
+        is away) the topics and clients, and adopt the latest model version."""
+        from streamkm_connectors.scaleout_kafka import LeaderElection
 
         cfg, sc = self.config, self.config.scaleout
-        client = cfg.kafka.client_settings()
-        if sc.create_topics:
-            ensure_topics(client, {sc.updates_topic: {}, sc.coordination_topic: {},
-                                   sc.model_topic: {"cleanup.policy": "compact"}})
         self._decoder = build_decoder(cfg.decoding)
         self._sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
-        self._updates = UpdatesProducer({**client, **cfg.kafka.producer}, sc.updates_topic,
-                                        max_request_bytes=sc.max_update_bytes)
-        fetch = max(sc.model_chunk_bytes, sc.max_update_bytes) + (64 << 10)
-        self._model_reader = ModelReader(self._settings(), sc.model_topic,
-                                         max_fetch_bytes=fetch, on_version=self._on_version)
-        self._model_reader.read_to_end(timeout_s=sc.fence_timeout_ms / 1000.0)
-        self._adopt_latest()
         src = cfg.source
-        self._election = LeaderElection(
-            {**self._settings(), "session_timeout_ms": src.session_timeout_ms,
-             "heartbeat_interval_ms": src.heartbeat_interval_ms,
-             "max_poll_interval_ms": src.max_poll_interval_ms},
-            sc.coordination_topic, f"{src.group_id}-leader")
         self._source = build_source(src, kafka=cfg.kafka, metrics=self.metrics)
         self._batcher = Batcher(
             {}, self._decoder, dim=cfg.decoding.dim, batch_size=cfg.batching.batch_size,
             max_wait_s=cfg.batching.max_wait_ms / 1000.0,
             poll_interval_s=src.poll_interval_ms / 1000.0, dtype=np.dtype(cfg.decoding.dtype))
         previous = self._read_worker_state()
+        self.metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(0)
         if self._serve_metrics:
             self.metrics_server = start_metrics_server(
                 self.metrics.registry, cfg.metrics.address, cfg.metrics.port)
             log_event(_log, "info", "metrics_listening", url=self.metrics_server.url,
                       address=cfg.metrics.address, port=self.metrics_server.port)
         self._started = True
+        if not self._connect():
+            return  # stop requested before the broker answered
+        self._election = LeaderElection(
+            {**self._settings(), "session_timeout_ms": src.session_timeout_ms,
+             "heartbeat_interval_ms": src.heartbeat_interval_ms,
+             "max_poll_interval_ms": src.max_poll_interval_ms},
+            sc.coordination_topic, f"{src.group_id}-leader")
         self._source.start(_WorkerHooks(self))
+        self._prober = threading.Thread(target=self._probe_loop, name="streamkm-broker-probe",
+                                        daemon=True)
+        self._prober.start()
         log_event(_log, "info", "scaleout_started", member=self.member,
                   model_version=self.model_version, previous_state=previous)
+
+    def _connect(self) -> bool:
+        """Create the topics, the updates producer and the model reader, and read the model
+        topic to its end; retried with backoff until done (True) or a stop is requested
+        (False)."""
+        from streamkm_connectors.scaleout_kafka import ModelReader, UpdatesProducer, ensure_topics
+
+        cfg, sc = self.config, self.config.scaleout
+        client = cfg.kafka.client_settings()
+        backoff = Backoff(self._fence_backoff.initial_s, self._fence_backoff.max_s)
+        topics_ready = not sc.create_topics
+        while not self._stop.is_set():
+            try:
+                if not topics_ready:
+                    ensure_topics(client, {sc.updates_topic: {}, sc.coordination_topic: {},
+                                           sc.model_topic: {"cleanup.policy": "compact"}})
+                    topics_ready = True
+                if self._updates is None:
+                    self._updates = UpdatesProducer({**client, **cfg.kafka.producer},
+                                                    sc.updates_topic,
+                                                    max_request_bytes=sc.max_update_bytes)
+                if self._model_reader is None:
+                    fetch = max(sc.model_chunk_bytes, sc.max_update_bytes) + (64 << 10)
+                    self._model_reader = ModelReader(self._settings(), sc.model_topic,
+                                                     max_fetch_bytes=fetch,
+                                                     on_version=self._on_version)
+                self._model_reader.read_to_end(timeout_s=sc.fence_timeout_ms / 1000.0)
+            except (*_transport_errors(), StateError) as exc:
+                _config_error(exc)
+                delay = backoff.failed()
+                log_event(_log, "warning", "kafka_connect_failed", client=BROKER_CLIENT,
+                          error=f"{type(exc).__name__}: {exc}", retry_in_s=round(delay, 3),
+                          attempts=backoff.failures)
+                self._set_broker_connected(False)
+                self._stop.wait(delay)
+                continue
+            self._set_broker_connected(True)
+            self._adopt_latest()
+            return True
+        return False
 
     def run(self) -> ServiceStatus:
         """Work (and lead while elected) until a stop is requested; then close."""
@@ -179,29 +271,33 @@ class ScaleoutService:
         return self.status
 
     def close(self, *, graceful: bool = True) -> None:
-        """Flush the updates, publish a last version if leading, leave the groups."""
+        """Flush the updates, publish a last version if leading, leave the groups.
+
+        While the broker is away the flushes give up after their timeouts (logged); what
+        was not delivered is re-read by the partitions' next owners from the watermarks."""
         if not self._started:
             return
         self._started = False
+        if self._prober is not None:
+            self._prober.join(timeout=5)
         try:
-            if graceful:
-                self._updates.flush(timeout_s=30)
-                if self.leader is not None:
-                    self._leader_round(drain=True)
-                    self._publish()
-                self._write_worker_state()
+            if graceful and self._updates is not None:
+                try:
+                    self._updates.flush(timeout_s=30)
+                    if self.leader is not None:
+                        self._leader_round(drain=True)
+                        self._publish_final()
+                    self._write_worker_state()
+                except (*_transport_errors(), StateError) as exc:
+                    log_event(_log, "warning", "scaleout_close_incomplete",
+                              error=f"{type(exc).__name__}: {exc}")
         finally:
             for part in self._parts.values():
                 part.close()
-            self._source.close()
-            self._election.close()
-            if self._updates_reader is not None:
-                self._updates_reader.close()
-            if self._publisher is not None:
-                self._publisher.close()
-            self._model_reader.close()
-            self._updates.close()
-            self._sinks.close()
+            for closing in (self._source, self._election, self._updates_reader,
+                            self._publisher, self._model_reader, self._updates, self._sinks):
+                if closing is not None:
+                    closing.close()
             if self.metrics_server is not None:
                 self.metrics_server.close()
             log_event(_log, "info", "scaleout_stats", member=self.member,
@@ -218,25 +314,79 @@ class ScaleoutService:
         return self._stop.is_set()
 
     def _tick(self) -> None:
-        self._election.poll()
         if self._election.is_leader and self.leader is None:
-            self._become_leader()
+            if self._leader_backoff.ready():
+                self._try_become_leader()
         elif not self._election.is_leader and self.leader is not None:
             self._step_down()
         if self.leader is not None:
             self._leader_round()
         self._model_reader.poll(0.0)
         self._adopt_latest()
-        if self._send_failed.is_set():
-            self._send_failed.clear()
-            log_event(_log, "warning", "scaleout_update_send_failed_refencing",
-                      partitions=sorted(self._active))
-            self._to_fence.extend(sorted(self._active))
-            for key in list(self._active):
-                self._drop_partition(key)
-            self._rebuild_parts()
+        self._handle_send_results()
         if self._to_fence:
             self._send_fences()
+
+    def _set_broker_connected(self, connected: bool) -> None:
+        """Record the scale-out clients' connection state; log and export transitions."""
+        with self._broker_lock:
+            if connected == self._broker_connected:
+                return
+            previous, self._broker_connected = self._broker_connected, connected
+            if connected:
+                log_event(_log, "info", "kafka_broker_connected", client=BROKER_CLIENT)
+            elif previous is not None:
+                log_event(_log, "warning", "kafka_broker_unavailable", client=BROKER_CLIENT)
+            self.metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(
+                1 if connected else 0)
+
+    def _probe_loop(self, every_s: float = 1.0) -> None:
+        """Connected = the updates producer and the model reader both hold a broker
+        connection (their own ``connection-count`` metrics). Probed every second on its own
+        thread, so the state stays current while the loop waits on a sink flush."""
+        while self._started and not self._stop.wait(every_s):
+            try:
+                self._set_broker_connected(self._updates.connected()
+                                           and self._model_reader.connected())
+            except Exception as exc:  # noqa: BLE001 - a probe must never end the process
+                log_event(_log, "warning", "scaleout_probe_failed", error=repr(exc))
+
+    def _handle_send_results(self) -> None:
+        """Act on the outcomes of asynchronous fence and update sends.
+
+        A failed send's outcome is unknown (the broker may have written it before the
+        connection broke), so it is never re-sent as is: the partition is re-fenced with a
+        fresh token. A late copy is then either before the fence (applied once, or dropped
+        as ``duplicate``) or after it (``stale_generation``), and the new generation reads
+        from the watermark of the version confirming the fence."""
+        refence: set[str] = set()
+        while self._send_results:
+            kind, key, token, detail = self._send_results.popleft()
+            if kind == "fence_sent":
+                self._fence_backoff.succeeded()
+                log_event(_log, "info", "scaleout_fence_sent", partition=key, offset=detail)
+            elif kind == "fence_failed":
+                if self._pending.get(key) != token:
+                    continue  # superseded, revoked or confirmed meanwhile
+                self._pending.pop(key)
+                refence.add(key)
+                delay = self._fence_backoff.failed()
+                self._set_broker_connected(False)
+                log_event(_log, "warning", "scaleout_fence_send_failed", partition=key,
+                          error=f"{type(detail).__name__}: {detail}",
+                          retry_in_s=round(delay, 3))
+            elif kind == "update_failed":
+                if self._tokens.get(key) != token:
+                    continue  # this generation is already over
+                refence.add(key)
+                self._set_broker_connected(False)
+                log_event(_log, "warning", "scaleout_update_send_failed_refencing",
+                          partition=key, error=f"{type(detail).__name__}: {detail}")
+        if refence:
+            for key in sorted(refence):
+                self._drop_partition(key)
+                self._to_fence.append(key)
+            self._rebuild_parts()
 
     # ------------------------------------------------------------------ model versions
 
@@ -323,17 +473,33 @@ class ScaleoutService:
         self._batcher.set_parts(dict(self._parts))
 
     def _send_fences(self) -> None:
-        timeout = self.config.scaleout.fence_timeout_ms / 1000.0
+        """Send a fence with a fresh token for every partition waiting for one (without
+        waiting for the acknowledgements; see :meth:`_handle_send_results`)."""
+        if not self._fence_backoff.ready():
+            return
+        from kafka.errors import KafkaTimeoutError
+
         keys, self._to_fence = sorted(set(self._to_fence)), []
-        for key in keys:
+        for i, key in enumerate(keys):
             if key in self._active:  # re-assigned without a revocation: new generation
                 self._drop_partition(key)
             token = uuid.uuid4().hex
-            offset = self._updates.send_and_wait(
-                encode_message(Fence(key, token, self.member)), timeout)
+            try:
+                future = self._updates.send(encode_message(Fence(key, token, self.member)))
+            except (KafkaTimeoutError, OSError) as exc:  # not queued (metadata, buffer)
+                self._to_fence.extend(keys[i:])
+                delay = self._fence_backoff.failed()
+                self._set_broker_connected(False)
+                log_event(_log, "warning", "scaleout_fence_send_failed", partitions=keys[i:],
+                          error=f"{type(exc).__name__}: {exc}", retry_in_s=round(delay, 3))
+                break
             self._pending[key] = token
+            results = self._send_results
+            future.add_callback(lambda md, key=key, token=token: results.append(
+                ("fence_sent", key, token, int(md.offset))))
+            future.add_errback(lambda exc, key=key, token=token: results.append(
+                ("fence_failed", key, token, exc)))
             self.scaleout_metrics.fences_sent.inc()
-            log_event(_log, "info", "scaleout_fence_sent", partition=key, offset=offset)
         if keys:
             self._rebuild_parts()
 
@@ -359,6 +525,7 @@ class ScaleoutService:
             version, labels = self.model_version, np.zeros(n, dtype=np.int64)
             k, cap = 1, int(self.config.model.n_clusters * (self.config.model.tau or 200))
         t1 = time.perf_counter()
+        from kafka.errors import KafkaTimeoutError
         from streamkm_connectors.kafka_common import part_key
 
         row_parts = np.array([part_key(r.position["topic"], r.position["partition"])
@@ -376,8 +543,14 @@ class ScaleoutService:
                 worker=self.member, model_version=version,
                 rows=np.ascontiguousarray(x[chosen]), multiplicities=mult,
                 objective_sum=float(mind[idx].sum()) if mind is not None else 0.0)
-            future = self._updates.send(encode_message(update))
-            future.add_errback(lambda _exc: self._send_failed.set())
+            token = self._tokens[key]
+            try:
+                future = self._updates.send(encode_message(update))
+            except (KafkaTimeoutError, OSError) as exc:  # not queued: re-fence
+                self._send_results.append(("update_failed", key, token, exc))
+                continue
+            future.add_errback(lambda exc, key=key, token=token: self._send_results.append(
+                ("update_failed", key, token, exc)))
             self._active[key] = int(end)
             self.scaleout_metrics.updates_sent.inc()
             self.last_sent_version = version
@@ -426,6 +599,21 @@ class ScaleoutService:
 
     # ------------------------------------------------------------------ leader
 
+    def _try_become_leader(self) -> None:
+        """Take the leader role; on a broker error undo it and retry after a backoff."""
+        try:
+            self._become_leader()
+        except (*_transport_errors(), StateError) as exc:
+            _config_error(exc)
+            self.leader = None
+            self._close_leader_clients()
+            delay = self._leader_backoff.failed()
+            self._set_broker_connected(False)
+            log_event(_log, "warning", "scaleout_leader_start_failed", member=self.member,
+                      error=f"{type(exc).__name__}: {exc}", retry_in_s=round(delay, 3))
+            return
+        self._leader_backoff.succeeded()
+
     def _become_leader(self) -> None:
         from streamkm_connectors.scaleout_kafka import ModelPublisher, UpdatesReader
 
@@ -434,38 +622,49 @@ class ScaleoutService:
         self._adopt_latest()
         start = self._adopted_version
         cfg = self.config
-        self.leader = MergeLeader(
+        leader = MergeLeader(
             lambda: build_model(cfg.model, cfg.batching.batch_size, cfg.drift.estimator_drift()),
             init_records=cfg.batching.batch_size, start=start, member=self.member)
         fetch = max(sc.model_chunk_bytes, sc.max_update_bytes) + (64 << 10)
         self._updates_reader = UpdatesReader(self._settings(), sc.updates_topic,
-                                             self.leader.applied_offset + 1,
+                                             leader.applied_offset + 1,
                                              max_fetch_bytes=fetch)
         self._publisher = ModelPublisher({**cfg.kafka.client_settings(), **cfg.kafka.producer},
                                          sc.model_topic, chunk_bytes=sc.model_chunk_bytes)
+        self.leader = leader
         self._since_publish = 0
         self._publish_due = False
+        self._publishing = None
+        self._publish_backoff.succeeded()
         self.scaleout_metrics.leader.set(1)
         self.scaleout_metrics.leader_changes.inc()
         log_event(_log, "info", "scaleout_leader_elected", member=self.member,
                   version=self.leader.version, applied_offset=self.leader.applied_offset)
 
+    def _close_leader_clients(self) -> None:
+        self._publishing = None
+        for name in ("_updates_reader", "_publisher"):
+            client = getattr(self, name)
+            setattr(self, name, None)
+            if client is not None:
+                try:
+                    client.close()
+                except Exception as exc:  # noqa: BLE001 - closing must not fail the process
+                    log_event(_log, "warning", "scaleout_client_close_failed", client=name,
+                              error=repr(exc))
+
     def _step_down(self) -> None:
         log_event(_log, "warning", "scaleout_leader_stepped_down", member=self.member,
                   version=None if self.leader is None else self.leader.version)
         self.leader = None
-        if self._updates_reader is not None:
-            self._updates_reader.close()
-            self._updates_reader = None
-        if self._publisher is not None:
-            self._publisher.close()
-            self._publisher = None
+        self._close_leader_clients()
         self.scaleout_metrics.leader.set(0)
         self.scaleout_metrics.leader_changes.inc()
 
     def _leader_round(self, *, drain: bool = False) -> None:
         assert self.leader is not None and self._updates_reader is not None
         sc, sm = self.config.scaleout, self.scaleout_metrics
+        self._check_publication()
         while True:
             messages = self._updates_reader.poll(0.0 if not drain else 0.2,
                                                  sc.max_updates_per_round)
@@ -526,24 +725,69 @@ class ScaleoutService:
             log_event(_log, "info", "scaleout_model_event", **event)
 
     def _publish(self) -> None:
-        if self.leader is None or self._publisher is None:
+        """Hand the current version to the publisher (one publication in flight at a time;
+        acknowledged in :meth:`_check_publication`, retried with backoff when it failed)."""
+        if self.leader is None or self._publisher is None or self._publishing is not None:
             return
+        if not self._publish_backoff.ready():
+            return
+        from kafka.errors import KafkaTimeoutError
+
         t0 = time.perf_counter()
         state = self.leader.snapshot()
         data = state.to_bytes()
-        chunks = self._publisher.publish(state.version, data,
-                                         timeout_s=self.config.scaleout.fence_timeout_ms / 1000)
-        seconds = time.perf_counter() - t0
-        self._published.append(state.version)
+        try:
+            futures = self._publisher.send_version(state.version, data)
+        except (KafkaTimeoutError, OSError) as exc:
+            self._publication_failed(state.version, exc)
+            return
+        self._publishing = _Publication(state.version, futures, t0, len(data))
         self._since_publish = 0
         self._publish_due = False
         self._last_publish = time.monotonic()
+
+    def _check_publication(self) -> None:
+        """Account for the publication in flight once every chunk is acknowledged/failed."""
+        pub = self._publishing
+        if pub is None or not pub.done:
+            return
+        self._publishing = None
+        error = pub.error()
+        if error is not None:
+            self._publication_failed(pub.version, error)
+            return
+        self._publish_backoff.succeeded()
+        seconds = time.perf_counter() - pub.started
+        self._published.append(pub.version)
         self.stats["leader_publish_seconds"] += seconds
         self.stats["versions_published"] += 1
         self.scaleout_metrics.versions_published.inc()
         self.scaleout_metrics.leader_publish_seconds.observe(seconds)
-        log_event(_log, "debug", "scaleout_version_published", version=state.version,
-                  bytes=len(data), chunks=chunks, seconds=round(seconds, 6))
+        log_event(_log, "debug", "scaleout_version_published", version=pub.version,
+                  bytes=pub.size, chunks=len(pub.futures), seconds=round(seconds, 6))
+
+    def _publication_failed(self, version: int, exc: BaseException) -> None:
+        """A version did not reach the model topic: publish again (the newest state, which
+        includes it) after a backoff. A torn version is ignored by the readers."""
+        self._publish_due = True
+        delay = self._publish_backoff.failed()
+        self._set_broker_connected(False)
+        log_event(_log, "warning", "scaleout_publish_failed", version=version,
+                  error=f"{type(exc).__name__}: {exc}", retry_in_s=round(delay, 3))
+
+    def _publish_final(self) -> None:
+        """At a graceful stop: wait for the publication in flight, publish the final state
+        and wait for it."""
+        timeout = self.config.scaleout.fence_timeout_ms / 1000.0
+        if self._publishing is not None:
+            self._publisher.flush(timeout)
+            self._check_publication()
+        self._publishing = None
+        self._publish_backoff.succeeded()
+        self._publish()
+        if self._publishing is not None:
+            self._publisher.flush(timeout)
+            self._check_publication()
 
     # ------------------------------------------------------------------ worker state
 
@@ -581,7 +825,15 @@ class ScaleoutService:
         if time.monotonic() - self._last_checkpoint < every:
             return
         self._last_checkpoint = time.monotonic()
-        self._write_worker_state()
+        if self._broker_connected is False:
+            return  # syncing the Kafka sinks would block until the broker is back
+        try:
+            self._write_worker_state()
+        except OSError as exc:  # SinkError: outputs not acknowledged; retried next time
+            self.metrics.checkpoint_failures.inc()
+            log_event(_log, "warning", "checkpoint_failed", reason="interval",
+                      error=f"{type(exc).__name__}: {exc}")
+            return
         self.metrics.checkpoints.inc()
         self.metrics.checkpoint_last_success_timestamp_seconds.set(time.time())
         if self._adopted_ledger is not None:  # broker offsets for lag tooling only
