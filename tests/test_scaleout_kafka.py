@@ -62,7 +62,11 @@ def n_valid(n: int) -> int:
 
 
 def produce_range(bootstrap: str, topic: str, start: int, stop_: int) -> None:
-    produce(bootstrap, topic, [(f"k{i}".encode(), value(i), i % PARTITIONS)
+    # Runs of 4 consecutive records (one of each component) per partition: every partition
+    # carries the whole mixture. (With partition = i % 6 the even partitions would hold
+    # only components 0 and 2 and the odd ones 1 and 3, and the global model would start
+    # from whichever partitions the leader heard from first; see docs/scaleout.md, limits.)
+    produce(bootstrap, topic, [(f"k{i}".encode(), value(i), (i // 4) % PARTITIONS)
                                for i in range(start, stop_)])
 
 
