@@ -24,7 +24,8 @@ class ScaleoutMetrics:
         self.model_versions_behind = Gauge(
             "streamkm_model_versions_behind",
             "Leader: model versions published after the version the last applied update was "
-            "computed with. Workers: newer complete versions seen but not adopted yet.",
+            "computed with. Workers (and a leader that stepped down): 0, a worker adopts every "
+            "complete version as soon as it reads it.",
             registry=r)
         self.updates_sent = Counter(
             "streamkm_updates_sent", "Update messages this worker sent.", registry=r)
@@ -55,7 +56,8 @@ class ScaleoutMetrics:
             buckets=_SECONDS_BUCKETS, registry=r)
         self.updates_lag = Gauge(
             "streamkm_updates_lag",
-            "Leader: messages of the updates topic not applied yet.", registry=r)
+            "Leader: messages of the updates topic not applied yet (0 on workers, reset when "
+            "a process steps down).", registry=r)
         self.member_info = Info(
             "streamkm_scaleout_member", "This process's member id in scale-out mode.",
             registry=r)

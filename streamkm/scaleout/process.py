@@ -261,6 +261,7 @@ class ScaleoutService:
             while not self._stop.is_set():
                 self._tick()
                 batch = self._batcher.collect(min_valid=1, wait=self._wait)
+                self._update_lag()
                 if batch is not None and batch.n_read:
                     self._process(batch)
                 self._maybe_checkpoint()
@@ -326,6 +327,14 @@ class ScaleoutService:
         self._handle_send_results()
         if self._to_fence:
             self._send_fences()
+
+    def _update_lag(self) -> None:
+        """``streamkm_source_lag`` of every partition being read (messages between the next
+        offset and the high watermark), as in single-process Kafka mode."""
+        for key, part in self._parts.items():
+            lag = part.lag()
+            if lag is not None:
+                self.metrics.source_lag.labels(partition=key).set(lag)
 
     def _set_broker_connected(self, connected: bool) -> None:
         """Record the scale-out clients' connection state; log and export transitions."""
@@ -416,7 +425,10 @@ class ScaleoutService:
         if self.model is not None and self._unassigned:
             while self._unassigned:
                 batch = self._unassigned.popleft()
-                self._write_assignments(batch, *self._assign(batch.X)[:3])
+                cluster_ids, mind, assigned_version, _ = self._assign(batch.X)
+                self._write_assignments(batch, cluster_ids, mind, assigned_version)
+                self.status.objective = float(mind.mean())
+                self.metrics.batch_objective.set(self.status.objective)
 
     def _confirm_fences(self, version: ModelVersion) -> None:
         confirmed = [k for k, token in self._pending.items()
@@ -454,6 +466,10 @@ class ScaleoutService:
         part = self._parts.pop(key, None)
         if part is not None:
             part.close()
+        try:
+            self.metrics.source_lag.remove(key)
+        except KeyError:
+            pass
 
     def _rebuild_parts(self) -> None:
         """Rebuild every active partition at its next offset to send; the batch being
@@ -563,7 +579,10 @@ class ScaleoutService:
                 self._unassigned.append(batch)
         else:
             self._write_assignments(batch, cluster_ids, mind, version)
+            self.status.objective = float(mind.mean())
+            self.metrics.batch_objective.set(self.status.objective)
         self._write_rejections(batch)
+        self.metrics.batch_processing_seconds.observe(time.perf_counter() - t0)
 
     def _write_assignments(self, batch: Batch, cluster_ids: np.ndarray, mind: np.ndarray,
                            version: int) -> None:
@@ -658,8 +677,11 @@ class ScaleoutService:
                   version=None if self.leader is None else self.leader.version)
         self.leader = None
         self._close_leader_clients()
-        self.scaleout_metrics.leader.set(0)
-        self.scaleout_metrics.leader_changes.inc()
+        sm = self.scaleout_metrics
+        sm.leader.set(0)
+        sm.leader_changes.inc()
+        sm.updates_lag.set(0)  # leader-only gauges: no stale leader values on a worker
+        sm.model_versions_behind.set(0)
 
     def _leader_round(self, *, drain: bool = False) -> None:
         assert self.leader is not None and self._updates_reader is not None
@@ -803,6 +825,7 @@ class ScaleoutService:
     def _write_worker_state(self) -> None:
         """Informational checkpoint: input positions and the model versions used and sent
         (the leader's watermarks are the source of truth)."""
+        t0 = time.perf_counter()
         path = self._state_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         for sink in self._sinks.named().values():
@@ -819,6 +842,13 @@ class ScaleoutService:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
+        seconds = time.perf_counter() - t0
+        m = self.metrics
+        m.checkpoint_duration_seconds.observe(seconds)
+        m.checkpoints.inc()
+        m.checkpoint_last_success_timestamp_seconds.set(time.time())
+        self.status.checkpoints += 1
+        self.status.checkpoint_seconds += seconds
 
     def _maybe_checkpoint(self) -> None:
         every = self.config.checkpoint.every_seconds or 30.0
@@ -834,8 +864,6 @@ class ScaleoutService:
             log_event(_log, "warning", "checkpoint_failed", reason="interval",
                       error=f"{type(exc).__name__}: {exc}")
             return
-        self.metrics.checkpoints.inc()
-        self.metrics.checkpoint_last_success_timestamp_seconds.set(time.time())
         if self._adopted_ledger is not None:  # broker offsets for lag tooling only
             self._source.commit({k: {"offset": self._adopted_ledger.watermark(k)}
                                  for k in self._active})
