@@ -603,17 +603,7 @@ class ScaleoutService:
             sinks.dead_letter.write_dead_letter(rejection.record.value, reason,
                                                 rejection.detail, rejection.record.position)
             tally[reason] = tally.get(reason, 0) + 1
-        for reason, count in tally.items():
-            m.records_rejected.labels(reason=reason).inc(count)
-            self.status.rejected_by_reason[reason] = (
-                self.status.rejected_by_reason.get(reason, 0) + count)
-        self.status.records_rejected += len(batch.rejections)
-        self.status.records_read += batch.n_read
-        self.status.records_accepted += batch.n_valid
-        self.status.batches += 1
-        m.records_read.inc(batch.n_read)
-        m.records_accepted.inc(batch.n_valid)
-        m.batches.inc()
+        self.status.count_batch(batch, tally, m)
         sinks.dead_letter.flush()
 
     # ------------------------------------------------------------------ leader

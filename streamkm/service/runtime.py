@@ -72,6 +72,23 @@ class ServiceStatus:
     sink_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
 
+    def count_batch(self, batch: Batch, rejected: dict[str, int], metrics: ServiceMetrics
+                    ) -> None:
+        """Add a processed batch to the status and the metrics.
+
+        ``rejected`` holds the batch's dead-lettered records by reason.
+        """
+        for reason, n in rejected.items():
+            metrics.records_rejected.labels(reason=reason).inc(n)
+            self.rejected_by_reason[reason] = self.rejected_by_reason.get(reason, 0) + n
+        self.records_rejected += len(batch.rejections)
+        self.records_read += batch.n_read
+        self.records_accepted += batch.n_valid
+        self.batches += 1
+        metrics.records_read.inc(batch.n_read)
+        metrics.records_accepted.inc(batch.n_valid)
+        metrics.batches.inc()
+
 
 class Service:
     """One streamkm consumer process.
@@ -303,17 +320,7 @@ class Service:
         for sink in self._sinks.named().values():
             sink.flush()
         self.status.sink_seconds += time.perf_counter() - t_sinks
-        for reason, n in tally.items():
-            m.records_rejected.labels(reason=reason).inc(n)
-            self.status.rejected_by_reason[reason] = (
-                self.status.rejected_by_reason.get(reason, 0) + n)
-        self.status.records_rejected += len(batch.rejections)
-        self.status.records_read += batch.n_read
-        self.status.records_accepted += batch.n_valid
-        self.status.batches += 1
-        m.records_read.inc(batch.n_read)
-        m.records_accepted.inc(batch.n_valid)
-        m.batches.inc()
+        self.status.count_batch(batch, tally, m)
         self._committed_positions = {**self._committed_positions, **batch.positions}
         self._committed_next_part = batch.next_part
         self._batches_since_checkpoint += 1
