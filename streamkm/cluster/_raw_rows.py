@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RawRows", "is_sparse", "take_rows", "stack_rows", "cluster_means",
-           "raw_to_arrays", "raw_from_arrays", "n_rows"]
+__all__ = ["RawRows", "is_sparse", "stack_rows", "cluster_means", "raw_to_arrays",
+           "raw_from_arrays"]
 
 RawRows = Any  # np.ndarray or scipy.sparse.csr_matrix / csr_array
 
@@ -19,15 +19,6 @@ RawRows = Any  # np.ndarray or scipy.sparse.csr_matrix / csr_array
 def is_sparse(raw: RawRows) -> bool:
     """True for a scipy sparse matrix or array."""
     return hasattr(raw, "tocsr") and not isinstance(raw, np.ndarray)
-
-
-def n_rows(raw: RawRows) -> int:
-    return int(raw.shape[0])
-
-
-def take_rows(raw: RawRows, idx: np.ndarray | slice) -> RawRows:
-    """Rows ``idx`` of ``raw`` (a copy for fancy indices)."""
-    return raw[idx]
 
 
 def stack_rows(parts: list[RawRows]) -> RawRows:
