@@ -6,7 +6,10 @@ batch) and confirmed by :meth:`KafkaTopicSink.sync`, which the service calls rig
 every checkpoint: it waits for the broker's acknowledgement of everything written
 (``producer.flush``) and raises :class:`~streamkm.exceptions.SinkError` otherwise, so a
 checkpoint is only written once its outputs are durable. Entries whose delivery failed are
-sent again at the next sync. Kafka cannot take entries back, so after a crash the entries
+sent again at the next sync. When a wait for acknowledgements fails (e.g. after a network
+partition kafka-python's producer can stay wedged, its requests never answered), the producer
+is closed and created again, and every message it had not acknowledged is sent again through
+the new one. Kafka cannot take entries back, so after a crash the entries
 written after the last checkpoint are written again: assignments are at-least-once and
 carry the model ``step`` for de-duplication.
 
@@ -79,6 +82,10 @@ class KafkaProducerHandle:
             max_backoff_s=float(self.settings.get("reconnect_backoff_max_ms", 5000)) / 1000,
             on_connected_change=self._report_connected)
         self._send_paused_until = 0.0
+        #: Incremented whenever the producer is replaced; futures of older producers that
+        #: are not done will never complete (their messages are sent again).
+        self.generation = 0
+        self._failing = False  # the last flush failed: not reported as connected
         if metrics is not None:
             metrics.broker_connected.labels(client="producer").set(0)
 
@@ -123,14 +130,30 @@ class KafkaProducerHandle:
         try:
             producer.flush(timeout=self.flush_timeout_s)
         except Exception as exc:  # noqa: BLE001
+            error = f"{type(exc).__name__}: {exc}"
+            self._failing = True
             self._client.set_connected(False)
+            self.reset(error)
             raise SinkError(f"Kafka producer flush did not complete within "
-                            f"{self.flush_timeout_s!r} s: {type(exc).__name__}: {exc}") from exc
+                            f"{self.flush_timeout_s!r} s: {error}") from exc
+        self._failing = False
         self._client.probe("producer-metrics", every_s=0.0)
 
+    def reset(self, reason: str) -> None:
+        """Close the producer without waiting (its unacknowledged messages fail) and let the
+        next :meth:`send` create a new one."""
+        producer, self._client.client = self._client.client, None
+        self.generation += 1
+        log_event(_log, "warning", "kafka_producer_reset", reason=reason,
+                  generation=self.generation)
+        if producer is not None:
+            _close_now(producer)
+
     def probe(self) -> None:
-        """Refresh the connection gauge (at most once a second)."""
-        self._client.probe("producer-metrics")
+        """Refresh the connection gauge (at most once a second); it stays at 0 after a
+        failed flush until a flush succeeds (open connections may be dead)."""
+        if not self._failing:
+            self._client.probe("producer-metrics")
 
     def release(self) -> None:
         """One sink stopped using the producer; close it after the last one."""
@@ -142,6 +165,20 @@ class KafkaProducerHandle:
             except Exception as exc:  # noqa: BLE001
                 log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
             self._client.client = None
+
+
+def _close_now(producer: Any) -> None:
+    """Close a producer without waiting. kafka-python's ``close`` first waits for pending
+    messages and raises if they remain (its sender thread keeps running), so its sender is
+    force-closed first: pending messages then fail and the close completes."""
+    sender = getattr(producer, "_sender", None)
+    try:
+        if sender is not None:
+            sender.force_close()
+            sender.join(timeout=1.0)
+        producer.close(timeout=0)
+    except Exception as exc:  # noqa: BLE001
+        log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
 
 
 class KafkaTopicSink:
@@ -159,7 +196,7 @@ class KafkaTopicSink:
         self._handle = handle.acquire()
         self.topic = topic
         self._pending: deque[_Message] = deque()
-        self._in_flight: list[tuple[_Message, Any]] = []
+        self._in_flight: list[tuple[_Message, Any, int]] = []
         self._delivered = 0
         self._closed = False
 
@@ -179,7 +216,7 @@ class KafkaTopicSink:
             future = self._handle.send(self.topic, self._pending[0])
             if future is None:
                 break
-            self._in_flight.append((self._pending.popleft(), future))
+            self._in_flight.append((self._pending.popleft(), future, self._handle.generation))
         self._handle.probe()
 
     def sync(self) -> dict[str, Any]:
@@ -198,10 +235,12 @@ class KafkaTopicSink:
             except SinkError as exc:
                 error = exc
         retry: list[_Message] = []
-        still_in_flight: list[tuple[_Message, Any]] = []
-        for message, future in self._in_flight:
-            if not future.is_done:
-                still_in_flight.append((message, future))
+        still_in_flight: list[tuple[_Message, Any, int]] = []
+        for message, future, generation in self._in_flight:
+            if not future.is_done and generation == self._handle.generation:
+                still_in_flight.append((message, future, generation))
+            elif not future.is_done:  # its producer was replaced: send it again
+                retry.append(message)
             elif future.failed():
                 retry.append(message)
                 error = error or future.exception

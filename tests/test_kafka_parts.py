@@ -160,3 +160,46 @@ def test_unacknowledged_assignments_fail_the_sync_and_are_sent_again() -> None:
     assert sink.sync() == {"topic": "out", "delivered": 1}
     assert handle._client.client.sent == [("out", b"key-1"), ("out", b"key-1")]
     sink.close()
+
+
+class WedgedFuture:
+    is_done = False
+
+
+class WedgedProducer(FakeProducer):
+    """Accepts messages but never acknowledges them (flush times out) until healed."""
+
+    instances: list[WedgedProducer] = []
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.wedged = len(WedgedProducer.instances) == 0
+        self.closed = False
+        WedgedProducer.instances.append(self)
+
+    def send(self, topic: str, value: bytes, key: Any, headers: Any) -> Any:
+        self.sent.append((topic, key))
+        return WedgedFuture() if self.wedged else FakeFuture(True)
+
+    def flush(self, timeout: float | None = None) -> None:
+        if self.wedged:
+            raise TimeoutError("Timeout waiting for future")
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+
+def test_a_wedged_producer_is_replaced_and_its_unacknowledged_messages_sent_again() -> None:
+    WedgedProducer.instances = []
+    handle = KafkaProducerHandle({}, producer_factory=WedgedProducer)
+    sink = AssignmentKafkaSink(handle, "out")
+    sink.write_assignments(["a", "b"], np.array([0, 1]), np.array([0.1, 0.2]), 3)
+    with pytest.raises(SinkError, match="2 messages for Kafka topic 'out'"):
+        sink.sync()
+    first = WedgedProducer.instances[0]
+    assert first.closed and handle.generation == 1
+    assert not handle._client.connected
+    assert sink.sync() == {"topic": "out", "delivered": 2}
+    second = WedgedProducer.instances[1]
+    assert first.sent == second.sent == [("out", None), ("out", None)]
+    sink.close()
