@@ -201,7 +201,9 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
 
 class TcpOutageProxy:
     """Forwards ``127.0.0.1:listen_port`` to ``127.0.0.1:target_port``; :meth:`cut` drops
-    every connection and refuses new ones until :meth:`restore`."""
+    every connection and refuses new ones until :meth:`restore`. Setting :attr:`stalled`
+    instead keeps connections open but forwards no byte (a network partition: requests
+    hang until the clients' own timeouts)."""
 
     def __init__(self, listen_port: int, target_port: int) -> None:
         self.listen_port = listen_port
@@ -211,6 +213,7 @@ class TcpOutageProxy:
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self.stalled = threading.Event()
 
     def start(self) -> TcpOutageProxy:
         listener = socket.socket()
@@ -251,6 +254,9 @@ class TcpOutageProxy:
         sel.register(b, selectors.EVENT_READ, a)
         try:
             while not self._stop.is_set():
+                if self.stalled.is_set():
+                    time.sleep(0.05)
+                    continue
                 for key, _ in sel.select(timeout=0.2):
                     data = key.fileobj.recv(65536)  # type: ignore[union-attr]
                     if not data:
@@ -418,6 +424,14 @@ def latest_checkpoint(folder: Path) -> Any:
         except (StateError, OSError):
             continue  # pruned or being replaced right now
     raise AssertionError(f"no readable checkpoint in {folder / 'ck'}")
+
+
+def read_count(folder: Path) -> int:
+    """``records_read`` of the latest checkpoint in ``folder`` (0 before the first one)."""
+    try:
+        return int(latest_checkpoint(folder).counters.get("records_read", 0))
+    except (AssertionError, FileNotFoundError):
+        return 0
 
 
 def model_count(folder: Path) -> int:

@@ -28,6 +28,7 @@ from kafka_broker import (  # noqa: E402
     metrics_url,
     model_count,
     produce,
+    read_count,
     read_topic,
     scrape,
     start_service,
@@ -45,13 +46,6 @@ pytestmark = [  # kafka-python 3.0.12 reads its protocol schemas with a deprecat
 
 TOPIC = "features-outage"
 CONSUMER_UP = 'streamkm_kafka_broker_connected{client="consumer"}'
-
-
-def read_count(folder: Path) -> int:
-    try:
-        return int(latest_checkpoint(folder).counters.get("records_read", 0))
-    except AssertionError:
-        return 0
 
 
 def produce_range(bootstrap: str, start: int, stop_: int) -> None:

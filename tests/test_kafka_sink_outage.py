@@ -14,9 +14,6 @@ back: every later flush timed out until the producer was replaced.
 from __future__ import annotations
 
 import json
-import selectors
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -34,6 +31,7 @@ from kafka_broker import (  # noqa: E402
     metrics_url,
     model_count,
     produce,
+    read_count,
     read_topic,
     scrape,
     start_service,
@@ -52,50 +50,6 @@ pytestmark = [  # kafka-python 3.0.12 reads its protocol schemas with a deprecat
 TOPIC = "features-sink-outage"
 PRODUCER_UP = 'streamkm_kafka_broker_connected{client="producer"}'
 WAVE1, WAVE2, WAVE3 = 300, 8000, 300
-
-
-class StallingProxy(TcpOutageProxy):
-    """A proxy that can also *stall*: connections stay open (and new ones are accepted)
-    but no byte is forwarded, like a network partition where requests hang until the
-    clients' own timeouts, so produce requests already sent expire while in flight."""
-
-    def __init__(self, listen_port: int, target_port: int) -> None:
-        super().__init__(listen_port, target_port)
-        self.stalled = threading.Event()
-
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(a, selectors.EVENT_READ, b)
-        sel.register(b, selectors.EVENT_READ, a)
-        try:
-            while not self._stop.is_set():
-                if self.stalled.is_set():
-                    time.sleep(0.05)
-                    continue
-                for key, _ in sel.select(timeout=0.2):
-                    data = key.fileobj.recv(65536)  # type: ignore[union-attr]
-                    if not data:
-                        return
-                    key.data.sendall(data)
-        except OSError:
-            return
-        finally:
-            sel.close()
-            for s in (a, b):
-                try:
-                    s.close()
-                except OSError:
-                    pass
-            with self._lock:
-                self._sockets.discard(a)
-                self._sockets.discard(b)
-
-
-def read_count(folder: Path) -> int:
-    try:
-        return int(latest_checkpoint(folder).counters.get("records_read", 0))
-    except (AssertionError, FileNotFoundError):
-        return 0
 
 
 def counted(folder: Path) -> int:
@@ -117,7 +71,7 @@ def test_sinks_resume_after_outage_with_expired_deliveries(tmp_path: Path, outag
     proxy_port = free_port()
     bootstrap = f"127.0.0.1:{proxy_port}"
     broker = start_tansu(tmp_path / "tansu.log", advertised_port=proxy_port)
-    proxy = StallingProxy(proxy_port, broker.port).start()
+    proxy = TcpOutageProxy(proxy_port, broker.port).start()
     out = f"{TOPIC}-out"
     total = WAVE1 + WAVE2 + WAVE3
     try:
