@@ -114,6 +114,31 @@ def _reject(reason: RejectReason, detail: str, record: RawRecord) -> Rejection:
     return Rejection(reason, _detail(detail), record)
 
 
+def _json_object(record: RawRecord, loads: Any) -> dict[str, Any] | Rejection:
+    """The JSON object a record holds, or why it holds none (encoding, empty, unparseable)."""
+    value = record.value
+    text = _text_of(value)
+    if text is None:
+        return _encoding_rejection(record)
+    if not text.strip():
+        return _reject(RejectReason.EMPTY, f"empty record {_quote(value)}", record)
+    if isinstance(text, bytes):
+        text = text.decode("ascii")
+    try:
+        obj = loads(text)
+    except ValueError as exc:
+        return _reject(RejectReason.UNPARSEABLE, f"invalid JSON ({exc}): {_quote(value)}",
+                       record)
+    except RecursionError:
+        return _reject(RejectReason.UNPARSEABLE, f"JSON nested too deeply: {_quote(value)}",
+                       record)
+    if type(obj) is not dict:
+        return _reject(RejectReason.UNPARSEABLE,
+                       f"expected a JSON object, got {type(obj).__name__}: {_quote(value)}",
+                       record)
+    return obj
+
+
 def _json_record_id(obj: dict[str, Any], id_field: str, record: RawRecord) -> str | Rejection:
     """The id of a decoded JSON record: its string or integer ``id_field``, else its position."""
     raw_id = obj.get(id_field)
@@ -368,30 +393,9 @@ class RecordDecoder:
         suspicious = False  # some row may hold booleans, which numpy would turn into 0/1
         for record in records:
             value = record.value
-            text = _text_of(value)
-            if text is None:
-                rejections.append(_encoding_rejection(record))
-                continue
-            if not text.strip():
-                rejections.append(_reject(RejectReason.EMPTY,
-                                          f"empty record {_quote(value)}", record))
-                continue
-            if isinstance(text, bytes):
-                text = text.decode("ascii")
-            try:
-                obj = loads(text)
-            except ValueError as exc:
-                rejections.append(_reject(RejectReason.UNPARSEABLE,
-                                          f"invalid JSON ({exc}): {_quote(value)}", record))
-                continue
-            except RecursionError:
-                rejections.append(_reject(RejectReason.UNPARSEABLE,
-                                          f"JSON nested too deeply: {_quote(value)}", record))
-                continue
-            if type(obj) is not dict:
-                rejections.append(_reject(
-                    RejectReason.UNPARSEABLE,
-                    f"expected a JSON object, got {type(obj).__name__}: {_quote(value)}", record))
+            obj = _json_object(record, loads)
+            if isinstance(obj, Rejection):
+                rejections.append(obj)
                 continue
             x = obj.get(x_field, _MISSING)
             if x is _MISSING:

@@ -78,11 +78,10 @@ def decode_sparse_json(decoder: Any, records: list[RawRecord], rejections: list[
     from streamkm.decoding import (
         Rejection,
         RejectReason,
-        _encoding_rejection,
+        _json_object,
         _json_record_id,
         _quote,
         _reject,
-        _text_of,
     )
 
     loads = json.JSONDecoder().decode
@@ -94,29 +93,9 @@ def decode_sparse_json(decoder: Any, records: list[RawRecord], rejections: list[
     suspicious = False
     for record in records:
         value = record.value
-        text = _text_of(value)
-        if text is None:
-            rejections.append(_encoding_rejection(record))
-            continue
-        if not text.strip():
-            rejections.append(_reject(RejectReason.EMPTY, f"empty record {_quote(value)}", record))
-            continue
-        if isinstance(text, bytes):
-            text = text.decode("ascii")
-        try:
-            obj = loads(text)
-        except ValueError as exc:
-            rejections.append(_reject(RejectReason.UNPARSEABLE,
-                                      f"invalid JSON ({exc}): {_quote(value)}", record))
-            continue
-        except RecursionError:
-            rejections.append(_reject(RejectReason.UNPARSEABLE,
-                                      f"JSON nested too deeply: {_quote(value)}", record))
-            continue
-        if type(obj) is not dict:
-            rejections.append(_reject(
-                RejectReason.UNPARSEABLE,
-                f"expected a JSON object, got {type(obj).__name__}: {_quote(value)}", record))
+        obj = _json_object(record, loads)
+        if isinstance(obj, Rejection):
+            rejections.append(obj)
             continue
         missing = [f for f in (idx_field, val_field) if f not in obj]
         if missing:
