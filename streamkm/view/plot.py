@@ -1,0 +1,80 @@
+"""A PNG of the clusters, drawn with matplotlib (the ``plot`` extra).
+
+The picture is the live page's scatter: records in a plane (their own coordinates when
+d <= 2, else the first two principal components), coloured by stable cluster id, with each
+cluster's most central record marked by a diamond.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamkm.exceptions import ConfigError
+from streamkm.view.cluster_view import ClusterView
+
+__all__ = ["cluster_view_of", "render_png"]
+
+#: The page's palette, so a PNG and the live page colour a cluster alike.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#e7969c")
+
+
+def cluster_view_of(rows: Any, cluster_ids: np.ndarray, sq_distances: np.ndarray, *,
+                    step: int, max_points: int = 5000, random_state: int = 0
+                    ) -> dict[str, Any]:
+    """The cluster-view document of fixed data (the page's JSON, for a saved model).
+
+    At most ``max_points`` rows, chosen uniformly, are drawn.
+    """
+    n = int(rows.shape[0])
+    view = ClusterView(sample_size=max(1, min(n, max_points)), random_state=random_state)
+    view.sample.per_batch = view.sample.capacity
+    view.observe_batch(rows, np.asarray(cluster_ids), np.asarray(sq_distances), step=step,
+                       objective=float(np.mean(sq_distances)) if n else 0.0,
+                       converged=False, n_clusters=len(np.unique(cluster_ids)))
+    return view.to_dict()
+
+
+def render_png(doc: dict[str, Any], path: str | Path, *, title: str | None = None) -> Path:
+    """Draw the scatter of a cluster-view document into a PNG file.
+
+    Raises
+    ------
+    ConfigError
+        When matplotlib is not installed (``pip install streamkm[plot]``).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # optional dependency
+        raise ConfigError(
+            "streamkm plot needs matplotlib: pip install 'streamkm[plot]' "
+            f"(import failed: {exc})") from exc
+    pts = doc["points"]
+    x, y = np.asarray(pts["x"]), np.asarray(pts["y"])
+    ids = np.asarray(pts["cluster"], dtype=np.int64)
+    fig, ax = plt.subplots(figsize=(7, 5.5), dpi=110)
+    for cluster in doc["clusters"]:
+        cid = cluster["id"]
+        colour = PALETTE[cid % len(PALETTE)]
+        members = ids == cid
+        ax.scatter(x[members], y[members], s=6, color=colour, alpha=0.7,
+                   label=f"{cid} ({cluster['sample_size']})")
+        mx, my = cluster["medoid"]
+        ax.scatter([mx], [my], s=90, marker="D", color=colour, edgecolors="black",
+                   linewidths=1.2, zorder=3)
+    ax.set_xlabel(doc["axes"][0])
+    ax.set_ylabel(doc["axes"][1])
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.legend(title="cluster (records)", fontsize=8, loc="best", markerscale=2)
+    ax.set_title(title or f"streamkm clusters at step {doc['step']}")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
