@@ -36,6 +36,7 @@ from sklearn.datasets import make_blobs, make_circles, make_moons
 
 import scipy.sparse as sp
 
+from bench_sketch import tfidf_like, tfidf_like_with_topics
 from streamkm.drift import (
     feature_range,
     kernel_2means_from_pairs,
@@ -188,23 +189,6 @@ def table_bisect_time(repeats: int, sizes: list[int], counts: list[int]) -> None
 _FRUS_CHUNK_VALUES = 2**22
 
 
-def tfidf_like(n_rows: int, n_features: int, seed: int, mean_terms: float = 120.0) -> sp.csr_matrix:
-    """Sparse TF-IDF-like rows: Zipf term frequencies, idf weights, unit L2 norm per row."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.poisson(mean_terms, size=n_rows) + 1
-    weights = 1.0 / np.arange(1, n_features + 1) ** 1.07
-    vocabulary = rng.permutation(n_features)
-    terms = vocabulary[rng.choice(n_features, size=int(lengths.sum()), p=weights / weights.sum())]
-    rows = np.repeat(np.arange(n_rows), lengths)
-    counts = sp.csr_matrix((np.ones(terms.size), (rows, terms)), shape=(n_rows, n_features))
-    counts.sum_duplicates()
-    df = np.bincount(counts.indices, minlength=n_features)
-    idf = np.log((1.0 + n_rows) / (1.0 + df)) + 1.0
-    tfidf = counts.multiply(idf[None, :]).tocsr()
-    norms = np.sqrt(np.asarray(tfidf.multiply(tfidf).sum(axis=1)).ravel())
-    return sp.csr_matrix(sp.diags(1.0 / norms) @ tfidf)
-
-
 def mnist_like(n_rows: int, seed: int) -> np.ndarray:
     """Dense 28 x 28 'digit' images: a few bright strokes on a dark background, in [0, 1]."""
     rng = np.random.default_rng(seed)
@@ -222,8 +206,8 @@ def mnist_like(n_rows: int, seed: int) -> np.ndarray:
 def paper_datasets(seed: int = 0) -> dict[str, tuple[object, int]]:
     """Generated stand-ins for seed 003's 20NEWS, IMDB and MNIST: name -> (rows, n_rows)."""
     return {
-        "20NEWS-like (1.8e4 x 173451, sparse)": (tfidf_like(18_000, 173_451, seed), 18_000),
-        "IMDB-like (2e4 x 73063, sparse)": (tfidf_like(20_000, 73_063, seed + 1), 20_000),
+        "20NEWS-like (1.8e4 x 173451, sparse)": (tfidf_like(seed, 18_000, 173_451, 20, 120), 18_000),
+        "IMDB-like (2e4 x 73063, sparse)": (tfidf_like(seed + 1, 20_000, 73_063, 2, 120), 20_000),
         "MNIST-like (1e4 x 784, dense)": (mnist_like(10_000, seed + 2), 10_000),
     }
 
@@ -301,7 +285,6 @@ def table_growth(repeats: int, x: np.ndarray, counts_by_n: dict[int, list[int]])
 
 def _two_group_data(seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Datasets with a known best 2-split: rows and the generating side of each row."""
-    rng = np.random.default_rng(seed)
     out = {}
     # four blobs at the corners of an 8 x 3 rectangle: left | right is best, top | bottom a
     # local optimum 2-means can get stuck in
@@ -315,12 +298,8 @@ def _two_group_data(seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     x, y = make_blobs(n_samples=[270, 30], centers=[[0] * 10, [2] * 10], cluster_std=1.0,
                       random_state=seed)
     out["blobs 270 + 30, 10-D"] = (x, y)
-    docs = tfidf_like(300, 2000, seed, mean_terms=40).toarray()
-    y = (np.arange(300) >= 150).astype(int)
-    for side in (0, 1):
-        words = rng.choice(2000, 30, replace=False)
-        docs[np.ix_(y == side, words)] += rng.uniform(0, 0.15, size=(int((y == side).sum()), 30))
-    out["2 topics, TF-IDF-like 2000-D"] = (docs / np.linalg.norm(docs, axis=1, keepdims=True), y)
+    docs, topic = tfidf_like_with_topics(seed, 300, 2000, 2, 40)
+    out["2 topics, TF-IDF-like 2000-D"] = (docs.toarray(), topic)
     return out
 
 
@@ -330,7 +309,7 @@ def _euclidean_sse(x: np.ndarray, labels: np.ndarray) -> float:
 
 def table_seedings(seeds: int, counts: list[int]) -> None:
     print(f"### Split quality of each seeding, linear kernel, n = 300 ({seeds} seeds)\n")
-    print("'best' is the lower of the SSE of the generating split and of 2-means started from it. "
+    print("'best' (the best known split) is the lower of the SSE of the generating split and of 2-means started from it. "
           "SSE / best is the mean over seeds (1 = the known best split); 'hit' the fraction of "
           "seeds whose split reaches it (relative 1e-9); ARI against the generating split.\n")
     print("| data | m | RTMM SSE / best | RSCD SSE / best | FRUS SSE / best | hit RTMM / RSCD / FRUS | ARI RTMM / RSCD / FRUS |")
@@ -397,7 +376,7 @@ def main() -> None:
             "quality": lambda: table_quality(2, [16], [1, 5]),
             "bisect": lambda: table_bisect_time(2, [100], [1, 5]),
             "dimension": lambda: table_dimension(2, [10], {
-                "20NEWS-like, small": (tfidf_like(500, 173_451, 0), 500),
+                "20NEWS-like, small": (tfidf_like(0, 500, 173_451, 20, 120), 500),
                 "MNIST-like, small": (mnist_like(500, 2), 500),
             }),
             "growth": lambda: table_growth(2, mnist_like(200, 2), {200: [100, 10_000]}),
