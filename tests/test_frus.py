@@ -9,7 +9,9 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
 
+from streamkm import MiniBatchKernelKMeans
 from streamkm.drift import (
     DriftPolicy,
     feature_range,
@@ -17,6 +19,7 @@ from streamkm.drift import (
     kernel_2means_from_labels,
     kernel_2means_from_pairs,
     kernel_bisect,
+    rscd_pairs,
     rtmm_pairs,
 )
 from streamkm.exceptions import ParameterError, StreamkmError, ValidationError
@@ -208,8 +211,6 @@ def test_every_seeding_finds_separated_blobs(seeding: str, kernel: KernelSpec | 
 def test_rscd_seeding_runs_rscd_pairs() -> None:
     x = make_blobs(n_samples=60, centers=3, random_state=1)[0]
     result = kernel_bisect(x, n_pairs=4, seeding="rscd", random_state=2)
-    from streamkm.drift import rscd_pairs
-
     pairs = rscd_pairs(60, 4, random_state=np.random.default_rng(2))
     runs = kernel_2means_from_pairs(x @ x.T, pairs)
     assert result.pair == tuple(map(int, pairs[int(np.argmin(runs.sse))]))
@@ -257,3 +258,16 @@ def test_policy_and_service_config_take_the_seeding() -> None:
     assert config.estimator_drift() == {"seeding": "rscd"}
     with pytest.raises(ValueError, match="seeding"):
         DriftConfig(enabled=True, seeding="random")
+
+
+@pytest.mark.parametrize("seeding", ["rscd", "frus"])
+def test_the_estimator_splits_a_drifting_cluster_with_every_seeding(seeding: str) -> None:
+    from test_drift_engine import CHANGE, blobs, drifting_batches
+
+    model = MiniBatchKernelKMeans(3, random_state=0, drift={"seeding": seeding})
+    events = []
+    for x, _ in drifting_batches(0, CHANGE + 20):
+        events += [e for e in model.step(x).events if e["event"] == "split"]
+    assert len(events) == 1 and events[0]["sse_reduction"] >= 0.8
+    x, truth = blobs(np.random.default_rng(99), 4000, split=True)
+    assert adjusted_rand_score(truth, model.cluster_ids_[model.predict(x)]) >= 0.9
