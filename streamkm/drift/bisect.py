@@ -96,7 +96,8 @@ def _runs_from_frus(
     """Kernel 2-means from m pairs of FRUS centers: rows first go to the nearer center."""
     centers = frus_centers(rows, 2 * m, random_state=rng)
     # ||phi(x) - phi(c)||^2 - K(x, x) = K(c, c) - 2 K(x, c); K(x, x) is common to both centers
-    dist = kernel.diagonal(centers).astype(np.float64)[:, None] - 2.0 * kernel.block(rows, centers).T
+    to_centers = kernel.block(rows, centers).T.astype(np.float64)
+    dist = kernel.diagonal(centers).astype(np.float64)[:, None] - 2.0 * to_centers
     in_second = dist[1::2] < dist[0::2]
     return kernel_2means_from_labels(k, in_second, max_iter=max_iter)
 
