@@ -20,7 +20,8 @@ from streamkm._validation import (
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._monitor import ConvergenceMonitor
-from streamkm.cluster._raw_rows import RawRows
+from streamkm._raw_rows import RawRows
+from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
@@ -579,7 +580,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
             "next_tag": int(getattr(self._centers, "next_tag", 0)),
             "monitor": self._monitor.to_dict(),
             "raw_n_features": getattr(self, "_raw_n_features", None),
-            "rng": _jsonable_rng_state(self._rng),
+            "rng": rng_state_to_json(self._rng),
         }
         drift = self.__dict__.get("_drift")
         if drift is not None:
@@ -623,7 +624,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
                 float(model.smoothing),
             )
             model._monitor.load_dict(meta["monitor"])
-            model._rng = _rng_from_state(meta["rng"])
+            model._rng = rng_from_json_state(meta["rng"])
             if meta.get("drift") is not None:
                 from streamkm.drift.controller import DriftController
 
@@ -673,36 +674,3 @@ def _check_sample_weight(sample_weight: Any, n: int) -> np.ndarray:
             f"sample_weight must hold integers in [1, 2**52], got {bad!r}"
         )
     return w.astype(np.float64)
-
-
-def _jsonable_rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    state = rng.bit_generator.state
-    if state.get("bit_generator") not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
-        raise ParameterError(f"unsupported bit generator {state.get('bit_generator')!r}")
-
-    def convert(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: convert(v) for k, v in value.items()}
-        if isinstance(value, np.ndarray):
-            return {"__ndarray__": value.tolist(), "dtype": value.dtype.name}
-        if isinstance(value, np.integer):
-            return int(value)
-        return value
-
-    return convert(state)
-
-
-def _rng_from_state(state: dict[str, Any]) -> np.random.Generator:
-    def convert(value: Any) -> Any:
-        if isinstance(value, dict):
-            if "__ndarray__" in value:
-                return np.asarray(value["__ndarray__"], dtype=value["dtype"])
-            return {k: convert(v) for k, v in value.items()}
-        return value
-
-    name = state.get("bit_generator")
-    if name not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
-        raise StateError(f"unsupported bit generator {name!r} in saved state")
-    bit_generator = getattr(np.random, name)()
-    bit_generator.state = convert(state)
-    return np.random.Generator(bit_generator)

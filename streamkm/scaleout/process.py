@@ -45,7 +45,7 @@ from streamkm.scaleout.messages import Fence, ModelUpdate, decode_message, encod
 from streamkm.scaleout.metrics import ScaleoutMetrics
 from streamkm.service.batcher import Batch, Batcher
 from streamkm.service.config import ServiceConfig
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
 from streamkm.service.runtime import ServiceStatus
 from streamkm.service.wiring import build_decoder, build_model, build_sinks, build_source

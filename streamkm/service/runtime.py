@@ -31,17 +31,17 @@ from streamkm.exceptions import CheckpointError
 from streamkm.service.batcher import Batch, Batcher
 from streamkm.service.checkpoint import CheckpointStore
 from streamkm.service.config import ServiceConfig, config_hash
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
 from streamkm.service.sketching import ServiceSketching
 from streamkm.service.wiring import (
-    ServiceSinks,
+
     build_decoder,
     build_model,
     build_sinks,
     build_source,
 )
-from streamkm.sinks import RecordAssignmentSink
+from streamkm.sinks import RecordAssignmentSink, SinkSet
 from streamkm.sources import RELEASED, DynamicSource, Source, SourcePartition
 
 __all__ = ["Service", "ServiceStatus"]
@@ -128,7 +128,7 @@ class Service:
         self._active_source: Source | None = None
         self._dynamic: DynamicSource | None = None
         self._record_assignments = False
-        self._sinks: ServiceSinks | None = None
+        self._sinks: SinkSet | None = None
         self._store: CheckpointStore | None = None
         self._batcher: Batcher | None = None
         self._committed_positions: dict[str, Any] = {}

@@ -19,7 +19,7 @@ import numpy as np
 from streamkm.decoding_sparse import is_sparse_rows
 from streamkm.exceptions import StateError
 from streamkm.service.config import ServiceConfig, SketchConfig
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.service.metrics import ServiceMetrics
 from streamkm.sketch import (
     PROJECTION_KINDS,
