@@ -82,13 +82,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _error(str(exc))
         return EXIT_CONFIG
     configure_logging(args.log_level or config.logging.level)
-    if config.scaleout.enabled:  # one process of a scale-out group (docs/scaleout.md)
-        from streamkm.scaleout.process import ScaleoutService
+    from streamkm.runtime.build import build_runtime
 
-        return _run_service(ScaleoutService(config))
-    from streamkm.service.runtime import Service
-
-    return _run_service(Service(config))
+    return _run_service(build_runtime(config))  # scale-out member or single process
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
