@@ -33,14 +33,15 @@ class Learned:
     """What a learner made of one batch's accepted rows.
 
     ``cluster_ids`` / ``sq_distances`` / ``step`` are the assignments to write (``None``
-    when they are written later, e.g. before a scale-out worker has a model); ``objective``
+    when they are written later, e.g. before a scale-out worker has a model, or the batch had
+    no valid row; ``step`` is the model step or version they were made with); ``objective``
     the batch objective; ``events`` the lifecycle events (``converged``, ``split``, ...) to
     count, write and log; ``side_events`` other entries for the events sink (re-sketches).
     """
 
     cluster_ids: np.ndarray | None = None
     sq_distances: np.ndarray | None = None
-    step: int = 0
+    step: int | None = None
     objective: float | None = None
     events: tuple[dict[str, Any], ...] = ()
     side_events: list[dict[str, Any]] = field(default_factory=list)

@@ -298,6 +298,7 @@ class Runtime:
         """Write the batch's assignments (if ``learned`` has them) and its objective."""
         assert self.sinks is not None
         if learned.cluster_ids is not None:
+            assert learned.step is not None
             self.sinks.write_assignments(batch.records, batch.ids, learned.cluster_ids,
                                          learned.sq_distances, learned.step)
         if learned.objective is not None:

@@ -163,7 +163,7 @@ class LeaderRole:
         else:
             sm.updates_dropped.labels(reason=outcome.verdict).inc()
             log_event(_log, "info", "scaleout_update_dropped", reason=outcome.verdict,
-                      offset=offset, partition=getattr(message, "partition", None))
+                      offset=offset, partition=message.partition)
 
     def publish(self) -> None:
         """Hand the current version to the publisher (one publication in flight at a time;
