@@ -47,6 +47,7 @@ def test_worker_checkpoint_observes_its_duration(tmp_path: Path) -> None:
     w = World(tmp_path)
     reg = w.svc.metrics.registry
     w.svc.store = CheckpointStore(tmp_path / "ck")
+    w.worker.set_broker_connected(True)
     w.own()
     w.process(0, 10)
     w.svc._last_checkpoint_time = -1e9  # every_seconds is due

@@ -516,9 +516,9 @@ class ScaleoutWorker:
 
     def checkpoint_content(self) -> CheckpointContent | None:
         """Informational: input positions and the model versions used and sent (the
-        leader's watermarks are the source of truth). ``None`` while the broker is away:
-        syncing Kafka sinks would block until it is back."""
-        if self._broker_connected is False or self.transport is None:
+        leader's watermarks are the source of truth). ``None`` until the broker was reached
+        and while it is away: syncing Kafka sinks would block until it is back."""
+        if self._broker_connected is not True or self.transport is None:
             return None
         positions = {key: self.transport.resume_state(key, offset)
                      for key, offset in self._active.items()}
