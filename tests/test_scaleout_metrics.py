@@ -47,7 +47,7 @@ def test_worker_checkpoint_observes_its_duration(tmp_path: Path) -> None:
     w = World(tmp_path)
     reg = w.svc.metrics.registry
     w.svc.store = CheckpointStore(tmp_path / "ck")
-    w.worker.set_broker_connected(True)
+    w.worker.link.set_connected(True)
     w.own()
     w.process(0, 10)
     w.svc._last_checkpoint_time = -1e9  # every_seconds is due
@@ -66,7 +66,7 @@ def test_worker_checkpoint_observes_its_duration(tmp_path: Path) -> None:
 def test_worker_skips_checkpoints_while_the_broker_is_away(tmp_path: Path) -> None:
     w = World(tmp_path)
     w.svc.store = CheckpointStore(tmp_path / "ck")
-    w.worker.set_broker_connected(False)
+    w.worker.link.set_connected(False)
     assert not w.svc.checkpoint(reason="interval")
     assert w.svc.store.load_latest() is None
 
@@ -99,8 +99,7 @@ def test_step_down_resets_the_leader_only_gauges(tmp_path: Path) -> None:
     sm.leader.set(1)
     sm.updates_lag.set(42)
     sm.model_versions_behind.set(3)
-    w.worker._step_down()
-    assert w.worker.leader is None
+    w.worker.leader.step_down()
     assert sample(reg, "streamkm_leader") == 0
     assert sample(reg, "streamkm_updates_lag") == 0
     assert sample(reg, "streamkm_model_versions_behind") == 0

@@ -129,7 +129,7 @@ class World:
             "checkpoint": {"dir": str(tmp / "ck")}})
         svc = ScaleoutService(self.config, serve_metrics=False, transport=FakeTransport())
         worker = svc.learner
-        worker._updates = self.producer = FakeProducer()
+        worker.link.updates = self.producer = FakeProducer()
         svc.source = self.source = FakeSource()
         svc.batcher = self.batcher = FakeBatcher()  # type: ignore[assignment]
         svc.sinks = build_sinks(self.config.sinks, metrics=svc.metrics)
@@ -193,8 +193,8 @@ def test_failed_update_send_refences_and_counts_stay_exact(tmp_path: Path,
                                                            written: bool) -> None:
     w = World(tmp_path)
     w.own()
-    assert w.worker._active == {KEY: 0}
-    first_token = w.worker._tokens[KEY]
+    assert w.worker.fences.active == {KEY: 0}
+    first_token = w.worker.fences.tokens[KEY]
     w.process(0, 30)  # update 1: delivered
     w.land(1)
     w.ack(1)
@@ -209,7 +209,7 @@ def test_failed_update_send_refences_and_counts_stay_exact(tmp_path: Path,
     assert w.leader.ledger.watermark(KEY) == (60 if written else 30)
 
     w.worker._handle_send_results()  # the failure: a new generation, nothing read meanwhile
-    assert KEY not in w.worker._active and w.worker._to_fence == [KEY]
+    assert KEY not in w.worker.fences.active and w.worker.fences.to_fence == [KEY]
     assert w.batcher.parts == {}
     w.worker._send_fences()
     fence = w.message(4)
@@ -221,7 +221,7 @@ def test_failed_update_send_refences_and_counts_stay_exact(tmp_path: Path,
     w.worker._handle_send_results()
     w.publish()
     resume = 60 if written else 30
-    assert w.worker._active == {KEY: resume} and w.worker._tokens[KEY] == fence.token
+    assert w.worker.fences.active == {KEY: resume} and w.worker.fences.tokens[KEY] == fence.token
     assert w.source.built[-1] == (KEY, resume)  # re-read from the confirmed watermark
     assert w.batcher.parts[KEY].offset == resume
 
@@ -235,9 +235,9 @@ def test_failed_update_send_refences_and_counts_stay_exact(tmp_path: Path,
                        "gap": 0 if written else 1, "corrupt": 0}
 
     # a late failure of an old generation changes nothing
-    w.worker._send_results.append(("update_failed", KEY, first_token, TransportError("x")))
+    w.worker.fences.results.append(("update_failed", KEY, first_token, TransportError("x")))
     w.worker._handle_send_results()
-    assert w.worker._active == {KEY: 80} and not w.worker._to_fence
+    assert w.worker.fences.active == {KEY: 80} and not w.worker.fences.to_fence
 
 
 def test_failed_fence_is_sent_again_with_a_new_token(tmp_path: Path) -> None:
@@ -245,27 +245,27 @@ def test_failed_fence_is_sent_again_with_a_new_token(tmp_path: Path) -> None:
     w.worker.on_assigned([KEY])
     w.producer.raise_next = TransportError("metadata not available")
     w.worker._send_fences()  # not even queued: kept, retried after a backoff
-    assert w.producer.sent == [] and w.worker._to_fence == [KEY] and not w.worker._pending
+    assert w.producer.sent == [] and w.worker.fences.to_fence == [KEY] and not w.worker.fences.pending
     w.worker._send_fences()
     assert w.producer.sent == []  # backing off
-    w.worker._fence_backoff.succeeded()
+    w.worker.fences.backoff.succeeded()
     w.worker._send_fences()
     first = w.message(0)
     w.land(0)  # it reached the topic, but the producer reports a failure
     w.fail(0)
     w.worker._handle_send_results()
-    assert w.worker._to_fence == [KEY] and not w.worker._pending
+    assert w.worker.fences.to_fence == [KEY] and not w.worker.fences.pending
     w.publish()  # a version in which the failed fence's token owns the partition ...
-    assert KEY not in w.worker._active  # ... confirms nothing: that generation was abandoned
-    w.worker._fence_backoff.succeeded()
+    assert KEY not in w.worker.fences.active  # ... confirms nothing: that generation was abandoned
+    w.worker.fences.backoff.succeeded()
     w.worker._send_fences()
     second = w.message(1)
-    assert second.token != first.token and w.worker._pending == {KEY: second.token}
+    assert second.token != first.token and w.worker.fences.pending == {KEY: second.token}
     w.land(1)
     w.ack(1)
     w.worker._handle_send_results()
     w.publish()
-    assert w.worker._active == {KEY: 0} and w.worker._tokens == {KEY: second.token}
+    assert w.worker.fences.active == {KEY: 0} and w.worker.fences.tokens == {KEY: second.token}
     w.process(0, 40)
     w.land(2)
     w.publish()
@@ -279,7 +279,7 @@ def test_revoked_partition_is_not_refenced_after_a_failure(tmp_path: Path) -> No
     w.worker.on_revoked([KEY], lost=True)
     w.fail(1)
     w.worker._handle_send_results()
-    assert not w.worker._to_fence and not w.worker._active
+    assert not w.worker.fences.to_fence and not w.worker.fences.active
 
 
 def test_update_send_that_raises_refences(tmp_path: Path) -> None:
@@ -289,7 +289,7 @@ def test_update_send_that_raises_refences(tmp_path: Path) -> None:
     w.process(0, 20)
     assert len(w.producer.sent) == 1  # nothing queued
     w.worker._handle_send_results()
-    assert w.worker._to_fence == [KEY] and KEY not in w.worker._active
+    assert w.worker.fences.to_fence == [KEY] and KEY not in w.worker.fences.active
 
 
 class FakePublisher:
@@ -309,7 +309,7 @@ def test_failed_publication_is_retried_after_a_backoff(tmp_path: Path) -> None:
     w = World(tmp_path)
     svc, worker = w.svc, w.worker
     role = LeaderRole(w.config, svc, worker.metrics, "w", worker.stats, None, None,
-                      worker._publish_backoff, lambda: worker.set_broker_connected(False))
+                      worker._publish_backoff, lambda: worker.link.set_connected(False))
     role.publisher = publisher = FakePublisher()
     role.publish()
     role.publish()  # one publication in flight at a time
@@ -345,5 +345,5 @@ def test_update_message_carries_the_generation_token(tmp_path: Path) -> None:
     w.own()
     w.process(0, 10)
     update = w.message(1)
-    assert isinstance(update, ModelUpdate) and update.token == w.worker._tokens[KEY]
+    assert isinstance(update, ModelUpdate) and update.token == w.worker.fences.tokens[KEY]
     assert (update.start, update.end, update.n_records) == (0, 10, 10)

@@ -105,6 +105,10 @@ class LeaderRole:
                 self.close()
                 raise
         self.backoff.succeeded()
+        metrics.leader.set(1)
+        metrics.leader_changes.inc()
+        log_event(_log, "info", "scaleout_leader_elected", member=member,
+                  version=self.version, applied_offset=self.leader.applied_offset)
 
     @property
     def version(self) -> int:
@@ -226,6 +230,18 @@ class LeaderRole:
         if self.publishing is not None:
             self.publisher.flush(timeout)
             self.check_publication()
+
+    def step_down(self) -> None:
+        """Give the role up: close the clients, zero the leader-only gauges (no stale leader
+        values on a worker)."""
+        log_event(_log, "warning", "scaleout_leader_stepped_down", member=self.member,
+                  version=self.version)
+        self.close()
+        sm = self._metrics
+        sm.leader.set(0)
+        sm.leader_changes.inc()
+        sm.updates_lag.set(0)
+        sm.model_versions_behind.set(0)
 
     def close(self) -> None:
         """Close the reader and the publisher (never raises)."""
