@@ -161,13 +161,8 @@ class LocalLearner:
     # ------------------------------------------------------------------ dynamic partitions
 
     def _rebuild_parts(self, keys: list[str]) -> None:
-        """Build ``keys`` (new or staying) from their last processed snapshots; the batch
-        being collected is dropped."""
-        runtime = self.runtime
-        assert runtime.source is not None
-        runtime.close_parts()
-        runtime.use_parts({key: runtime.source.build_part(key, self._committed_positions.get(key))
-                           for key in keys})
+        """Read ``keys`` (new or staying) from their last processed snapshots."""
+        self.runtime.read_parts({key: self._committed_positions.get(key) for key in keys})
 
     def on_assigned(self, part_keys: list[str]) -> None:
         owned = set(self.runtime.parts)
@@ -183,7 +178,7 @@ class LocalLearner:
             snapshot = self._committed_positions.get(key)
             if snapshot is not None:
                 self._committed_positions[key] = {**snapshot, RELEASED: True}
-            runtime.forget_partition(key)
+            runtime.drop_part(key)
         self._rebuild_parts(sorted(set(runtime.parts) - set(revoked)))
         log_event(_log, "warning" if lost else "info", "partitions_revoked",
                   partitions=revoked, lost=lost)

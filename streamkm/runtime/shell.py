@@ -21,7 +21,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from streamkm.decoding import RejectReason
-from streamkm.exceptions import CheckpointError
+from streamkm.exceptions import CheckpointError, ParameterError
 from streamkm.logs import log_event
 from streamkm.runtime.http import HttpRouter, HttpServer, metrics_handler, start_http_server
 from streamkm.runtime.learner import Learned, Learner, RuntimeHook
@@ -253,8 +253,26 @@ class Runtime:
         self.parts = dict(parts)
         self.batcher.set_parts(dict(parts))
 
-    def forget_partition(self, key: str) -> None:
-        """Stop exporting the lag of a partition given up."""
+    def read_parts(self, states: dict[str, dict[str, Any] | None]) -> list[str]:
+        """Close the partitions being read and read ``states``' instead, each from its
+        snapshot (``None``: fresh); returns the keys the source refused (revoked
+        meanwhile). The batch being collected is dropped."""
+        assert self.source is not None
+        self.close_parts()
+        parts, gone = {}, []
+        for key, state in states.items():
+            try:
+                parts[key] = self.source.build_part(key, state)
+            except ParameterError:
+                gone.append(key)
+        self.use_parts(parts)
+        return gone
+
+    def drop_part(self, key: str) -> None:
+        """Stop reading partition ``key`` (given up) and exporting its lag."""
+        part = self.parts.pop(key, None)
+        if part is not None:
+            part.close()
         try:
             self.metrics.source_lag.remove(key)
         except KeyError:

@@ -33,7 +33,7 @@ import numpy as np
 
 from streamkm import registry
 from streamkm.cluster import MiniBatchKernelKMeans
-from streamkm.exceptions import ParameterError, StateError
+from streamkm.exceptions import StateError
 from streamkm.logs import log_event
 from streamkm.runtime.learner import CheckpointContent, Learned
 from streamkm.scaleout.backoff import Backoff
@@ -86,24 +86,20 @@ class ScaleoutWorker:
         self.fences = PartitionFences(self.member, Backoff(backoff_s, max_backoff_s))
         self._leader_backoff = Backoff(backoff_s, max_backoff_s)
         self._publish_backoff = Backoff(backoff_s, max_backoff_s)
-        self.link: BrokerLink | None = None
         self._previous: dict[str, Any] | None = None
-        self.stats: dict[str, float] = {"leader_apply_seconds": 0.0, "leader_updates": 0,
-                                        "leader_rows": 0, "leader_publish_seconds": 0.0,
-                                        "versions_published": 0, "worker_assign_seconds": 0.0,
-                                        "worker_records": 0, "worker_encode_seconds": 0.0}
-        self._runtime: Runtime | None = None
-        self.metrics: ScaleoutMetrics | None = None
-
-    @property
-    def runtime(self) -> Runtime:
-        assert self._runtime is not None, "ScaleoutWorker.attach was not called"
-        return self._runtime
+        self.stats: dict[str, float] = dict.fromkeys(
+            ("leader_apply_seconds", "leader_updates", "leader_rows", "leader_publish_seconds",
+             "versions_published", "worker_assign_seconds", "worker_records",
+             "worker_encode_seconds"), 0.0)
+        # set by attach(): the runtime, its scale-out metrics and the broker clients
+        self.runtime: Runtime
+        self.metrics: ScaleoutMetrics
+        self.link: BrokerLink
 
     # ------------------------------------------------------------------ lifecycle
 
     def attach(self, runtime: Runtime) -> None:
-        self._runtime = runtime
+        self.runtime = runtime
         self.metrics = ScaleoutMetrics(runtime.metrics.registry, self.member)
         self.link = BrokerLink(self.config.scaleout, runtime.metrics, self.fences.backoff)
 
@@ -117,7 +113,7 @@ class ScaleoutWorker:
     def connect(self) -> bool:
         """Reach the broker (retried; False if a stop came first) and adopt the newest
         model version."""
-        assert self.link is not None and self.transport is not None
+        assert self.transport is not None
         if not self.link.connect(self.transport, self._on_version, self.runtime.wait_stop):
             return False
         self._adopt_latest()
@@ -129,7 +125,7 @@ class ScaleoutWorker:
         """Flush the updates and, if leading, apply what is left and publish a last version.
         While the broker is away the flushes give up after their timeouts (logged, False);
         what was not delivered is re-read by the partitions' next owners."""
-        if self.link is None or self.link.updates is None:
+        if self.link.updates is None:
             return False
         try:
             self.link.updates.flush(timeout_s=30)
@@ -145,20 +141,18 @@ class ScaleoutWorker:
     def release(self) -> None:
         if self.leader is not None:
             self.leader.close()
-        if self.link is not None:
-            self.link.close()
+        self.link.close()
         log_event(_log, "info", "scaleout_stats", member=self.member,
                   **{k: round(v, 6) for k, v in self.stats.items()})
 
     # ------------------------------------------------------------------ housekeeping
 
     def tick(self) -> None:
-        assert self.link is not None
         election = self.link.election
-        if election is not None and election.is_leader and self.leader is None:
-            if self._leader_backoff.ready():
-                self._try_become_leader()
-        elif election is not None and not election.is_leader and self.leader is not None:
+        elected = election is not None and election.is_leader
+        if elected and self.leader is None and self._leader_backoff.ready():
+            self._try_become_leader()
+        elif not elected and self.leader is not None:
             self.leader.step_down()
             self.leader = None
         if self.leader is not None:
@@ -171,7 +165,6 @@ class ScaleoutWorker:
             self._send_fences()
 
     def _broker_down(self) -> None:
-        assert self.link is not None
         self.link.set_connected(False)
 
     def _handle_send_results(self) -> None:
@@ -191,7 +184,6 @@ class ScaleoutWorker:
     def _try_become_leader(self) -> None:
         """Take the leader role from the newest version; on a broker error retry after a
         backoff."""
-        assert self.link is not None and self.metrics is not None
         try:
             self.link.read_model_to_end()
             self._adopt_latest()
@@ -216,7 +208,6 @@ class ScaleoutWorker:
         latest = self._latest_version_data
         if latest is None or latest[0] <= self.model_version:
             return
-        assert self.metrics is not None
         self._latest_version_data = None
         version = ModelVersion.from_bytes(latest[1])
         self.model = version.build_model()
@@ -228,12 +219,11 @@ class ScaleoutWorker:
         self.refresh_status()
         self._confirm_fences(version)
         runtime = self.runtime
-        if self.model is not None and self._unassigned:
+        if self.model is not None and self._unassigned:  # held until the first version
             while self._unassigned:
                 batch = self._unassigned.popleft()
                 runtime.write_assignments(batch, self._assign(batch.X)[0])
-            assert runtime.sinks is not None
-            runtime.sinks.flush()
+            runtime.sinks.flush()  # type: ignore[union-attr]
 
     def _confirm_fences(self, version: ModelVersion) -> None:
         confirmed = self.fences.confirm(version.ledger)
@@ -270,35 +260,25 @@ class ScaleoutWorker:
 
     def _drop_partition(self, key: str) -> None:
         self.fences.drop(key)
-        part = self.runtime.parts.pop(key, None)
-        if part is not None:
-            part.close()
-        self.runtime.forget_partition(key)
+        self.runtime.drop_part(key)
 
     def _rebuild_parts(self) -> None:
-        """Rebuild every owned partition at its next offset to send; the batch being
-        collected is dropped."""
-        runtime, transport, fences = self.runtime, self.transport, self.fences
-        assert runtime.source is not None and transport is not None
-        runtime.close_parts()
-        parts = {}
-        for key, offset in list(fences.active.items()):
-            try:
-                parts[key] = runtime.source.build_part(key, transport.resume_state(key, offset))
-            except ParameterError:  # revoked meanwhile
-                fences.active.pop(key, None)
-                fences.tokens.pop(key, None)
-        runtime.use_parts(parts)
+        """Read every owned partition from its next offset to send."""
+        assert self.transport is not None
+        resume = self.transport.resume_state
+        gone = self.runtime.read_parts({key: resume(key, offset)
+                                        for key, offset in self.fences.active.items()})
+        for key in gone:  # revoked meanwhile
+            self.fences.drop(key)
 
     def _send_fences(self) -> None:
         """Fence every partition waiting for it (a re-assigned owned one gets a new
         generation)."""
-        assert self.link is not None and self.link.updates is not None
-        assert self.metrics is not None
         keys = self.fences.take_to_fence()
         for key in keys:
             if key in self.fences.active:
                 self._drop_partition(key)
+        assert self.link.updates is not None
         sent, error = self.fences.send(keys, self.link.updates)
         self.metrics.fences_sent.inc(sent)
         if error is not None:
@@ -336,8 +316,7 @@ class ScaleoutWorker:
             learned, labels = Learned(), np.zeros(n, dtype=np.int64)
             k, cap = 1, int(self.config.model.n_clusters * (self.config.model.tau or 200))
         t1 = time.perf_counter()
-        assert self.link is not None and self.link.updates is not None
-        assert self.transport is not None and self.metrics is not None
+        assert self.link.updates is not None and self.transport is not None
         row_parts = [self.transport.part_key(r.position) for r in batch.records]
         sent = self.fences.send_updates(batch, row_parts, labels, learned.sq_distances, k, cap,
                                         self.model_version, self._rng, self.link.updates)
@@ -360,7 +339,7 @@ class ScaleoutWorker:
         """Informational: input positions and the model versions used and sent (the
         leader's watermarks are the source of truth). ``None`` until the broker was reached
         and while it is away: syncing Kafka sinks would block until it is back."""
-        if self.link is None or self.link.connected is not True or self.transport is None:
+        if self.link.connected is not True or self.transport is None:
             return None
         positions = {key: self.transport.resume_state(key, offset)
                      for key, offset in self.fences.active.items()}
