@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.state_io import fsync_dir
 
 __all__ = ["JsonLinesFileSink", "AssignmentFileSink", "EventFileSink", "DeadLetterFileSink"]

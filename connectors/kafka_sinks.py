@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from streamkm.exceptions import SinkError
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 
 from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
 

@@ -44,7 +44,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 
 from streamkm.exceptions import ParameterError
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.sources import (
     ERROR_PREFIX_BYTES,
     OVERSIZED,

@@ -17,8 +17,10 @@
 Broker outages: the clients never raise from their polling methods (transport errors are
 logged, rate-limited, and read as "nothing arrived"); sends return futures that fail only
 after the producer's ``delivery_timeout_ms``; :meth:`connected` of each class reads the
-client's own ``connection-count`` metric. The process (``streamkm.scaleout.process``)
-retries with backoff and keeps the ledger's rules on every send whose outcome is unknown.
+client's own ``connection-count`` metric. :class:`KafkaScaleoutTransport` builds them for a
+member (``streamkm.scaleout.worker``), which retries with backoff and keeps the ledger's rules
+on every send whose outcome is unknown; kafka-python's errors reach it as ``TransportError``
+or ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -27,18 +29,19 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kafka import ConsumerRebalanceListener
 
-from streamkm.exceptions import StateError
-from streamkm.service.logs import log_event
+from streamkm.exceptions import ConfigError, StateError, TransportError
+from streamkm.logs import log_event
 
-from .kafka_common import broker_connected, silence_kafka_python_logs
+from .kafka_common import broker_connected, part_key, silence_kafka_python_logs, split_part_key
 
 __all__ = ["UpdatesProducer", "UpdatesReader", "ModelPublisher", "ModelReader",
-           "LeaderElection", "ensure_topics", "TRANSPORT_ERRORS"]
+           "LeaderElection", "ensure_topics", "KafkaScaleoutTransport", "TRANSPORT_ERRORS"]
 
 _log = logging.getLogger("streamkm.scaleout")
 
@@ -51,6 +54,20 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
 #: What a broker outage raises from kafka-python calls (retried by the callers).
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = _transport_errors()
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """Raise kafka-python's errors as streamkm's: invalid client settings as
+    :class:`ConfigError` (never retried), transport failures as :class:`TransportError`."""
+    from kafka.errors import KafkaConfigurationError
+
+    try:
+        yield
+    except KafkaConfigurationError as exc:
+        raise ConfigError(f"invalid Kafka client settings for scale-out mode: {exc}") from exc
+    except TRANSPORT_ERRORS as exc:
+        raise TransportError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 class _RateLimitedLog:
@@ -140,15 +157,19 @@ class UpdatesProducer:
         self._producer = _producer(settings, max_request_size=max_request_bytes)
 
     def send(self, data: bytes, *, key: bytes | None = None) -> Any:
-        """Queue one message; returns the future (its ``.get()`` gives the record metadata)."""
-        return self._producer.send(self.topic, value=data, key=key, partition=0)
+        """Queue one message; returns the future (its ``.get()`` gives the record metadata).
 
-    def send_and_wait(self, data: bytes, timeout_s: float, *, key: bytes | None = None) -> int:
-        """Send one message and wait for it; returns its offset."""
-        return int(self.send(data, key=key).get(timeout=timeout_s).offset)
+        Raises
+        ------
+        TransportError
+            Not queued (metadata unavailable or buffer full while the broker is away).
+        """
+        with _translated(f"send to {self.topic!r}"):
+            return self._producer.send(self.topic, value=data, key=key, partition=0)
 
     def flush(self, timeout_s: float) -> None:
-        self._producer.flush(timeout=timeout_s)
+        with _translated(f"flush to {self.topic!r}"):
+            self._producer.flush(timeout=timeout_s)
 
     def connected(self) -> bool:
         """True while the producer holds a broker connection."""
@@ -214,23 +235,16 @@ class ModelPublisher:
         for i, chunk in enumerate(chunks):
             headers = [("version", str(version).encode()), ("chunk", str(i).encode()),
                        ("chunks", str(len(chunks)).encode()), ("sha256", digest)]
-            futures.append(self._producer.send(self.topic, value=chunk, partition=0,
-                                               key=f"slot{version % 2}-{i}".encode(),
-                                               headers=headers))
+            with _translated(f"publish to {self.topic!r}"):
+                futures.append(self._producer.send(self.topic, value=chunk, partition=0,
+                                                   key=f"slot{version % 2}-{i}".encode(),
+                                                   headers=headers))
         return futures
-
-    def publish(self, version: int, data: bytes, timeout_s: float) -> int:
-        """Send every chunk of ``data`` and wait for the acknowledgements; returns the number
-        of chunks."""
-        futures = self.send_version(version, data)
-        self.flush(timeout_s)
-        for future in futures:
-            future.get(timeout=timeout_s)
-        return len(futures)
 
     def flush(self, timeout_s: float) -> None:
         """Wait until every chunk handed over is acknowledged or failed."""
-        self._producer.flush(timeout=timeout_s)
+        with _translated(f"flush to {self.topic!r}"):
+            self._producer.flush(timeout=timeout_s)
 
     def connected(self) -> bool:
         """True while the producer holds a broker connection."""
@@ -405,3 +419,65 @@ class LeaderElection:
         self._stop.set()
         self._thread.join(timeout=10)
         self.is_leader = False
+
+
+class KafkaScaleoutTransport:
+    """The Kafka clients of one scale-out process (a
+    :class:`streamkm.scaleout.transport.ScaleoutTransport`), built from its configuration.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+        With a Kafka ``[source]``, ``[kafka]`` and ``[scaleout]``.
+    """
+
+    def __init__(self, config: Any) -> None:
+        self._config = config
+        self._client = config.kafka.client_settings()
+        self._consumer = {**self._client, **config.kafka.consumer}
+        self._producer = {**self._client, **config.kafka.producer}
+        sc = config.scaleout
+        self._fetch_bytes = max(sc.model_chunk_bytes, sc.max_update_bytes) + (64 << 10)
+
+    def ensure_topics(self) -> None:
+        sc = self._config.scaleout
+        with _translated("create the scale-out topics"):
+            ensure_topics(self._client, {sc.updates_topic: {}, sc.coordination_topic: {},
+                                         sc.model_topic: {"cleanup.policy": "compact"}})
+
+    def updates_sender(self) -> UpdatesProducer:
+        sc = self._config.scaleout
+        with _translated("connect the updates producer"):
+            return UpdatesProducer(self._producer, sc.updates_topic,
+                                   max_request_bytes=sc.max_update_bytes)
+
+    def updates_reader(self, start_offset: int) -> UpdatesReader:
+        with _translated("connect the updates reader"):
+            return UpdatesReader(self._consumer, self._config.scaleout.updates_topic,
+                                 start_offset, max_fetch_bytes=self._fetch_bytes)
+
+    def model_publisher(self) -> ModelPublisher:
+        sc = self._config.scaleout
+        with _translated("connect the model publisher"):
+            return ModelPublisher(self._producer, sc.model_topic,
+                                  chunk_bytes=sc.model_chunk_bytes)
+
+    def model_reader(self, on_version: Callable[[int, bytes], None]) -> ModelReader:
+        with _translated("connect the model reader"):
+            return ModelReader(self._consumer, self._config.scaleout.model_topic,
+                               max_fetch_bytes=self._fetch_bytes, on_version=on_version)
+
+    def leader_election(self) -> LeaderElection:
+        src = self._config.source
+        return LeaderElection(
+            {**self._consumer, "session_timeout_ms": src.session_timeout_ms,
+             "heartbeat_interval_ms": src.heartbeat_interval_ms,
+             "max_poll_interval_ms": src.max_poll_interval_ms},
+            self._config.scaleout.coordination_topic, f"{src.group_id}-leader")
+
+    def part_key(self, position: dict[str, Any]) -> str:
+        return part_key(position["topic"], position["partition"])
+
+    def resume_state(self, key: str, offset: int) -> dict[str, Any]:
+        topic, number = split_part_key(key)
+        return {"version": 1, "topic": topic, "partition": number, "offset": int(offset)}

@@ -49,7 +49,7 @@ def _install_stop_handlers(stop: Callable[[], None]) -> None:
 
 
 def _run_service(service: Any) -> int:
-    from streamkm.service.logs import log_event
+    from streamkm.logs import log_event
 
     _install_stop_handlers(service.request_stop)
     try:
@@ -74,7 +74,7 @@ def _run_service(service: Any) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """``streamkm run -c FILE``."""
     from streamkm.service.config import load_config
-    from streamkm.service.logs import configure_logging
+    from streamkm.logs import configure_logging
 
     try:
         config = load_config(args.config)
@@ -82,13 +82,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _error(str(exc))
         return EXIT_CONFIG
     configure_logging(args.log_level or config.logging.level)
-    if config.scaleout.enabled:  # one process of a scale-out group (docs/scaleout.md)
-        from streamkm.scaleout.process import ScaleoutService
+    from streamkm.runtime.build import build_runtime
 
-        return _run_service(ScaleoutService(config))
-    from streamkm.service.runtime import Service
-
-    return _run_service(Service(config))
+    return _run_service(build_runtime(config))  # scale-out member or single process
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -97,7 +93,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from streamkm.service.demo import DriftingStream, StatusLine, StreamWriter, demo_config
     from streamkm.service.demo import dump_config
-    from streamkm.service.logs import configure_logging
+    from streamkm.logs import configure_logging
     from streamkm.service.runtime import Service
 
     state = Path(args.state_dir).resolve()

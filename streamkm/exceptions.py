@@ -17,6 +17,7 @@ __all__ = [
     "CheckpointError",
     "DecodeError",
     "SinkError",
+    "TransportError",
 ]
 
 
@@ -55,3 +56,8 @@ class DecodeError(StreamkmError, ValueError):
 class SinkError(StreamkmError, OSError):
     """A sink could not make its entries durable (e.g. the Kafka broker is unreachable);
     the checkpoint that needed them is not written and is retried."""
+
+
+class TransportError(StreamkmError, OSError):
+    """A message transport (the Kafka broker of scale-out mode) did not take or deliver a
+    message; connectors translate their client library's errors into it. Retried."""

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streamkm.scaleout.leader_role import LeaderRole
+from streamkm.service.checkpoint import CheckpointStore
 from test_scaleout_retry import KEY, FakePart, World
 
 
@@ -44,14 +46,29 @@ def test_worker_batch_sets_processing_seconds_and_objective(tmp_path: Path) -> N
 def test_worker_checkpoint_observes_its_duration(tmp_path: Path) -> None:
     w = World(tmp_path)
     reg = w.svc.metrics.registry
-    w.svc._last_checkpoint = -1e9
+    w.svc.store = CheckpointStore(tmp_path / "ck")
+    w.worker.link.set_connected(True)
+    w.own()
+    w.process(0, 10)
+    w.svc._last_checkpoint_time = -1e9  # every_seconds is due
     w.svc._maybe_checkpoint()
-    assert (tmp_path / "ck" / "scaleout-worker.json").exists()
+    checkpoint = w.svc.store.load_latest()
+    assert checkpoint is not None  # written through the checkpoint store, like a process's
+    assert checkpoint.positions[KEY]["offset"] == 10
+    assert checkpoint.meta["scaleout"]["member"] == "w"
     assert sample(reg, "streamkm_checkpoint_duration_seconds_count") == 1
     assert sample(reg, "streamkm_checkpoints_total") == 1
     assert sample(reg, "streamkm_checkpoint_last_success_timestamp_seconds") > 0
-    w.svc._write_worker_state()  # the final one at a graceful stop counts too
+    w.svc.checkpoint(reason="shutdown")  # the final one at a graceful stop counts too
     assert sample(reg, "streamkm_checkpoint_duration_seconds_count") == 2
+
+
+def test_worker_skips_checkpoints_while_the_broker_is_away(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.svc.store = CheckpointStore(tmp_path / "ck")
+    w.worker.link.set_connected(False)
+    assert not w.svc.checkpoint(reason="interval")
+    assert w.svc.store.load_latest() is None
 
 
 class LagPart(FakePart):
@@ -66,23 +83,23 @@ class LagPart(FakePart):
 def test_source_lag_per_partition_read_and_removed_on_revocation(tmp_path: Path) -> None:
     w = World(tmp_path)
     reg = w.svc.metrics.registry
-    w.svc._parts = {"t:0": LagPart("t:0", 0, 7.0), "t:1": LagPart("t:1", 0, None)}
+    w.svc.parts = {"t:0": LagPart("t:0", 0, 7.0), "t:1": LagPart("t:1", 0, None)}
     w.svc._update_lag()
     assert sample(reg, "streamkm_source_lag", partition="t:0") == 7.0
     assert sample(reg, "streamkm_source_lag", partition="t:1") is None  # unknown yet
-    w.svc._on_revoked(["t:0"], lost=False)
+    w.worker.on_revoked(["t:0"], lost=False)
     assert sample(reg, "streamkm_source_lag", partition="t:0") is None
 
 
 def test_step_down_resets_the_leader_only_gauges(tmp_path: Path) -> None:
     w = World(tmp_path)
     sm, reg = w.svc.scaleout_metrics, w.svc.metrics.registry
-    w.svc.leader = w.leader
+    w.worker.leader = LeaderRole(w.config, w.svc, w.worker.metrics, "w", w.worker.stats, None,
+                                 None, w.worker._publish_backoff, lambda: None)
     sm.leader.set(1)
     sm.updates_lag.set(42)
     sm.model_versions_behind.set(3)
-    w.svc._step_down()
-    assert w.svc.leader is None
+    w.worker.leader.step_down()
     assert sample(reg, "streamkm_leader") == 0
     assert sample(reg, "streamkm_updates_lag") == 0
     assert sample(reg, "streamkm_model_versions_behind") == 0

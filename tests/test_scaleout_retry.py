@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kafka.errors import KafkaTimeoutError
 
+from streamkm.exceptions import TransportError
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.leader import MergeLeader
+from streamkm.scaleout.leader_role import LeaderRole
 from streamkm.scaleout.messages import Fence, ModelUpdate, decode_message
 from streamkm.scaleout.process import ScaleoutService
 from streamkm.service.batcher import Batch
@@ -95,6 +96,16 @@ class FakeSource:
         pass
 
 
+class FakeTransport:
+    """Maps positions to partition keys as the Kafka transport does; no clients."""
+
+    def part_key(self, position: dict[str, Any]) -> str:
+        return f"{position['topic']}:{position['partition']}"
+
+    def resume_state(self, key: str, offset: int) -> dict[str, Any]:
+        return {"offset": offset}
+
+
 class FakeBatcher:
     def __init__(self) -> None:
         self.parts: dict[str, Any] = {}
@@ -116,12 +127,13 @@ class World:
             "sinks": {"kind": "file", "assignments": str(tmp / "a.jsonl"),
                       "events": str(tmp / "e.jsonl"), "dead_letter": str(tmp / "d.jsonl")},
             "checkpoint": {"dir": str(tmp / "ck")}})
-        svc = ScaleoutService(self.config, serve_metrics=False)
-        svc._updates = self.producer = FakeProducer()
-        svc._source = self.source = FakeSource()
-        svc._batcher = self.batcher = FakeBatcher()
-        svc._sinks = build_sinks(self.config.sinks, metrics=svc.metrics)
-        self.svc = svc
+        svc = ScaleoutService(self.config, serve_metrics=False, transport=FakeTransport())
+        worker = svc.learner
+        worker.link.updates = self.producer = FakeProducer()
+        svc.source = self.source = FakeSource()
+        svc.batcher = self.batcher = FakeBatcher()  # type: ignore[assignment]
+        svc.sinks = build_sinks(self.config.sinks, metrics=svc.metrics)
+        self.svc, self.worker = svc, worker
         cfg = self.config
         self.leader = MergeLeader(lambda: build_model(cfg.model, 10, cfg.drift.estimator_drift()),
                                   init_records=10, member="leader")
@@ -136,7 +148,7 @@ class World:
         self.producer.sent[index][1].succeed(len(self.topic) - 1)
 
     def fail(self, index: int) -> None:
-        self.producer.sent[index][1].fail(KafkaTimeoutError("delivery timed out"))
+        self.producer.sent[index][1].fail(TransportError("delivery timed out"))
 
     def publish(self) -> None:
         """The leader applies the new messages and the process adopts the version."""
@@ -144,8 +156,8 @@ class World:
             self.leader.apply(decode_message(self.topic[offset]), offset)
         self.applied = len(self.topic)
         version = self.leader.snapshot()
-        self.svc._on_version(version.version, version.to_bytes())
-        self.svc._adopt_latest()
+        self.worker._on_version(version.version, version.to_bytes())
+        self.worker._adopt_latest()
 
     def process(self, start: int, end: int) -> None:
         """The process reads offsets [start, end) of the partition as one batch."""
@@ -155,7 +167,7 @@ class World:
         records = [RawRecord(value=b"", key=None,
                              position={"topic": "t", "partition": 0, "offset": o})
                    for o in range(start, end)]
-        self.svc._process(Batch(X=x, ids=[f"r{o}" for o in range(start, end)], rejections=[],
+        self.svc.process(Batch(X=x, ids=[f"r{o}" for o in range(start, end)], rejections=[],
                                 n_read=end - start, positions={KEY: {"offset": end}},
                                 next_part=0, records=records))
 
@@ -167,12 +179,12 @@ class World:
 
     def own(self) -> None:
         """Assignment, fence, confirmation."""
-        self.svc._on_assigned([KEY])
-        self.svc._send_fences()
+        self.worker.on_assigned([KEY])
+        self.worker._send_fences()
         n = len(self.producer.sent) - 1
         self.land(n)
         self.ack(n)
-        self.svc._handle_send_results()
+        self.worker._handle_send_results()
         self.publish()
 
 
@@ -181,8 +193,8 @@ def test_failed_update_send_refences_and_counts_stay_exact(tmp_path: Path,
                                                            written: bool) -> None:
     w = World(tmp_path)
     w.own()
-    assert w.svc._active == {KEY: 0}
-    first_token = w.svc._tokens[KEY]
+    assert w.worker.fences.active == {KEY: 0}
+    first_token = w.worker.fences.tokens[KEY]
     w.process(0, 30)  # update 1: delivered
     w.land(1)
     w.ack(1)
@@ -196,20 +208,20 @@ def test_failed_update_send_refences_and_counts_stay_exact(tmp_path: Path,
     w.publish()
     assert w.leader.ledger.watermark(KEY) == (60 if written else 30)
 
-    w.svc._handle_send_results()  # the failure: a new generation, nothing read meanwhile
-    assert KEY not in w.svc._active and w.svc._to_fence == [KEY]
+    w.worker._handle_send_results()  # the failure: a new generation, nothing read meanwhile
+    assert KEY not in w.worker.fences.active and w.worker.fences.to_fence == [KEY]
     assert w.batcher.parts == {}
-    w.svc._send_fences()
+    w.worker._send_fences()
     fence = w.message(4)
     assert isinstance(fence, Fence) and fence.token != first_token
     w.land(4)
     w.ack(4)
     if written:  # the producer's own retry of update 2 lands late, after the fence
         w.land(2)
-    w.svc._handle_send_results()
+    w.worker._handle_send_results()
     w.publish()
     resume = 60 if written else 30
-    assert w.svc._active == {KEY: resume} and w.svc._tokens[KEY] == fence.token
+    assert w.worker.fences.active == {KEY: resume} and w.worker.fences.tokens[KEY] == fence.token
     assert w.source.built[-1] == (KEY, resume)  # re-read from the confirmed watermark
     assert w.batcher.parts[KEY].offset == resume
 
@@ -223,37 +235,37 @@ def test_failed_update_send_refences_and_counts_stay_exact(tmp_path: Path,
                        "gap": 0 if written else 1, "corrupt": 0}
 
     # a late failure of an old generation changes nothing
-    w.svc._send_results.append(("update_failed", KEY, first_token, KafkaTimeoutError("x")))
-    w.svc._handle_send_results()
-    assert w.svc._active == {KEY: 80} and not w.svc._to_fence
+    w.worker.fences.results.append(("update_failed", KEY, first_token, TransportError("x")))
+    w.worker._handle_send_results()
+    assert w.worker.fences.active == {KEY: 80} and not w.worker.fences.to_fence
 
 
 def test_failed_fence_is_sent_again_with_a_new_token(tmp_path: Path) -> None:
     w = World(tmp_path)
-    w.svc._on_assigned([KEY])
-    w.producer.raise_next = KafkaTimeoutError("metadata not available")
-    w.svc._send_fences()  # not even queued: kept, retried after a backoff
-    assert w.producer.sent == [] and w.svc._to_fence == [KEY] and not w.svc._pending
-    w.svc._send_fences()
+    w.worker.on_assigned([KEY])
+    w.producer.raise_next = TransportError("metadata not available")
+    w.worker._send_fences()  # not even queued: kept, retried after a backoff
+    assert w.producer.sent == [] and w.worker.fences.to_fence == [KEY] and not w.worker.fences.pending
+    w.worker._send_fences()
     assert w.producer.sent == []  # backing off
-    w.svc._fence_backoff.succeeded()
-    w.svc._send_fences()
+    w.worker.fences.backoff.succeeded()
+    w.worker._send_fences()
     first = w.message(0)
     w.land(0)  # it reached the topic, but the producer reports a failure
     w.fail(0)
-    w.svc._handle_send_results()
-    assert w.svc._to_fence == [KEY] and not w.svc._pending
+    w.worker._handle_send_results()
+    assert w.worker.fences.to_fence == [KEY] and not w.worker.fences.pending
     w.publish()  # a version in which the failed fence's token owns the partition ...
-    assert KEY not in w.svc._active  # ... confirms nothing: that generation was abandoned
-    w.svc._fence_backoff.succeeded()
-    w.svc._send_fences()
+    assert KEY not in w.worker.fences.active  # ... confirms nothing: that generation was abandoned
+    w.worker.fences.backoff.succeeded()
+    w.worker._send_fences()
     second = w.message(1)
-    assert second.token != first.token and w.svc._pending == {KEY: second.token}
+    assert second.token != first.token and w.worker.fences.pending == {KEY: second.token}
     w.land(1)
     w.ack(1)
-    w.svc._handle_send_results()
+    w.worker._handle_send_results()
     w.publish()
-    assert w.svc._active == {KEY: 0} and w.svc._tokens == {KEY: second.token}
+    assert w.worker.fences.active == {KEY: 0} and w.worker.fences.tokens == {KEY: second.token}
     w.process(0, 40)
     w.land(2)
     w.publish()
@@ -264,20 +276,20 @@ def test_revoked_partition_is_not_refenced_after_a_failure(tmp_path: Path) -> No
     w = World(tmp_path)
     w.own()
     w.process(0, 20)
-    w.svc._on_revoked([KEY], lost=True)
+    w.worker.on_revoked([KEY], lost=True)
     w.fail(1)
-    w.svc._handle_send_results()
-    assert not w.svc._to_fence and not w.svc._active
+    w.worker._handle_send_results()
+    assert not w.worker.fences.to_fence and not w.worker.fences.active
 
 
 def test_update_send_that_raises_refences(tmp_path: Path) -> None:
     w = World(tmp_path)
     w.own()
-    w.producer.raise_next = KafkaTimeoutError("buffer full")
+    w.producer.raise_next = TransportError("buffer full")
     w.process(0, 20)
     assert len(w.producer.sent) == 1  # nothing queued
-    w.svc._handle_send_results()
-    assert w.svc._to_fence == [KEY] and KEY not in w.svc._active
+    w.worker._handle_send_results()
+    assert w.worker.fences.to_fence == [KEY] and KEY not in w.worker.fences.active
 
 
 class FakePublisher:
@@ -295,22 +307,24 @@ class FakePublisher:
 
 def test_failed_publication_is_retried_after_a_backoff(tmp_path: Path) -> None:
     w = World(tmp_path)
-    svc = w.svc
-    svc.leader, svc._publisher = w.leader, FakePublisher()
-    svc._publish()
-    svc._publish()  # one publication in flight at a time
-    assert len(svc._publisher.sent) == 1
-    svc._publisher.sent[0][1][0].fail(KafkaTimeoutError("delivery timed out"))
-    svc._check_publication()
-    assert svc._publish_due and svc._publishing is None
+    svc, worker = w.svc, w.worker
+    role = LeaderRole(w.config, svc, worker.metrics, "w", worker.stats, None, None,
+                      worker._publish_backoff, lambda: worker.link.set_connected(False))
+    role.publisher = publisher = FakePublisher()
+    role.publish()
+    role.publish()  # one publication in flight at a time
+    assert len(publisher.sent) == 1
+    publisher.sent[0][1][0].fail(TransportError("delivery timed out"))
+    role.check_publication()
+    assert role.publish_due and role.publishing is None
     assert svc.metrics.kafka.broker_connected.labels(client="scaleout")._value.get() == 0
-    svc._publish()
-    assert len(svc._publisher.sent) == 1  # backing off
-    svc._publish_backoff.succeeded()
-    svc._publish()
-    assert len(svc._publisher.sent) == 2 and not svc._publish_due
-    svc._publisher.sent[1][1][0].succeed(0)
-    svc._check_publication()
+    role.publish()
+    assert len(publisher.sent) == 1  # backing off
+    worker._publish_backoff.succeeded()
+    role.publish()
+    assert len(publisher.sent) == 2 and not role.publish_due
+    publisher.sent[1][1][0].succeed(0)
+    role.check_publication()
     assert svc.scaleout_metrics.versions_published._value.get() == 1
 
 
@@ -331,5 +345,5 @@ def test_update_message_carries_the_generation_token(tmp_path: Path) -> None:
     w.own()
     w.process(0, 10)
     update = w.message(1)
-    assert isinstance(update, ModelUpdate) and update.token == w.svc._tokens[KEY]
+    assert isinstance(update, ModelUpdate) and update.token == w.worker.fences.tokens[KEY]
     assert (update.start, update.end, update.n_records) == (0, 10, 10)

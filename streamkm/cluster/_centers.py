@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamkm._numba import centers as _nc
-from streamkm.cluster._raw_rows import (
+from streamkm._raw_rows import (
     RawRows,
     cluster_means,
     raw_from_arrays,

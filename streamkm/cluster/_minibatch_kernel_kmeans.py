@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from streamkm._estimator import ParamsMixin
+from streamkm._raw_rows import RawRows
+from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm._validation import (
     check_array,
     check_choice,
@@ -20,11 +21,11 @@ from streamkm._validation import (
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._monitor import ConvergenceMonitor
-from streamkm.cluster._raw_rows import RawRows
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
-from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
+from streamkm.exceptions import NotFittedError, StateError, ValidationError
 from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
+from streamkm.model import StepReport
 from streamkm.state_io import read_npz, write_npz_atomic
 
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
@@ -32,48 +33,6 @@ __all__ = ["MiniBatchKernelKMeans", "StepReport"]
 STATE_FORMAT = "streamkm.MiniBatchKernelKMeans"
 STATE_VERSION = 1
 _BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in transform / predict
-
-
-@dataclass(frozen=True)
-class StepReport:
-    """The outcome of one mini-batch step (:meth:`MiniBatchKernelKMeans.step`).
-
-    Attributes
-    ----------
-    labels : ndarray of shape (n,), int64
-        Cluster of each row, assigned with the centers before the update.
-    sq_distances : ndarray of shape (n,)
-        Squared kernel distance of each row to its cluster's center before the update.
-    objective : float
-        Batch objective f_B(C_i): mean of ``sq_distances``.
-    improvement : float or None
-        f_B(C_i) - f_B(C_{i+1}) on the same batch; None when the centers did not move.
-    updated : bool
-        Whether the centers moved (False while converged: assign only).
-    event : {"converged", "woke"} or None
-        A monitor transition caused by this batch.
-    step : int
-        ``n_steps_`` after this batch.
-    cluster_ids : ndarray of shape (n,), int64
-        Stable id of each row's cluster (``cluster_ids_[labels]`` as it was when the batch
-        was assigned). Unlike ``labels`` (positions, which shift when clusters are split or
-        merged) stable ids never change meaning and are never reused: this is what to
-        write downstream. Without drift handling the ids equal the labels.
-    events : tuple of dict
-        Lifecycle events of this step, in order: the monitor transition (``converged`` or
-        ``woke``), then drift events (``split``, ``merge``). Each is a JSON-able dict with
-        at least ``"event"`` and ``"step"`` (see ``docs/drift.md`` for the fields).
-    """
-
-    labels: np.ndarray
-    sq_distances: np.ndarray
-    objective: float
-    improvement: float | None
-    updated: bool
-    event: str | None
-    step: int
-    cluster_ids: np.ndarray | None = None
-    events: tuple[dict[str, Any], ...] = ()
 
 
 class MiniBatchKernelKMeans(ParamsMixin):
@@ -246,6 +205,14 @@ class MiniBatchKernelKMeans(ParamsMixin):
     def _is_fitted(self) -> bool:
         return hasattr(self, "_centers")
 
+    def is_fitted(self) -> bool:
+        """Whether the model has centers (a first batch or ``fit`` initialised it)."""
+        return self._is_fitted()
+
+    def state_parts(self) -> dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]:
+        """The fitted state by checkpoint namespace: ``{"model": self.get_state()}``."""
+        return {"model": self.get_state()}
+
     def _check_fitted(self) -> None:
         if not self._is_fitted():
             raise NotFittedError(
@@ -416,7 +383,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         return StepReport(
             labels=outcome.labels, sq_distances=outcome.min_sq_distances,
             objective=outcome.objective_before, improvement=improvement, updated=update,
-            event=event, step=self.n_steps_, cluster_ids=cluster_ids, events=tuple(events),
+            step=self.n_steps_, cluster_ids=cluster_ids, events=tuple(events),
         )
 
     def _check_raw(self, raw: RawRows | None, n: int, *, first: bool) -> None:
@@ -579,7 +546,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
             "next_tag": int(getattr(self._centers, "next_tag", 0)),
             "monitor": self._monitor.to_dict(),
             "raw_n_features": getattr(self, "_raw_n_features", None),
-            "rng": _jsonable_rng_state(self._rng),
+            "rng": rng_state_to_json(self._rng),
         }
         drift = self.__dict__.get("_drift")
         if drift is not None:
@@ -623,7 +590,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
                 float(model.smoothing),
             )
             model._monitor.load_dict(meta["monitor"])
-            model._rng = _rng_from_state(meta["rng"])
+            model._rng = rng_from_json_state(meta["rng"])
             if meta.get("drift") is not None:
                 from streamkm.drift.controller import DriftController
 
@@ -673,36 +640,3 @@ def _check_sample_weight(sample_weight: Any, n: int) -> np.ndarray:
             f"sample_weight must hold integers in [1, 2**52], got {bad!r}"
         )
     return w.astype(np.float64)
-
-
-def _jsonable_rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    state = rng.bit_generator.state
-    if state.get("bit_generator") not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
-        raise ParameterError(f"unsupported bit generator {state.get('bit_generator')!r}")
-
-    def convert(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: convert(v) for k, v in value.items()}
-        if isinstance(value, np.ndarray):
-            return {"__ndarray__": value.tolist(), "dtype": value.dtype.name}
-        if isinstance(value, np.integer):
-            return int(value)
-        return value
-
-    return convert(state)
-
-
-def _rng_from_state(state: dict[str, Any]) -> np.random.Generator:
-    def convert(value: Any) -> Any:
-        if isinstance(value, dict):
-            if "__ndarray__" in value:
-                return np.asarray(value["__ndarray__"], dtype=value["dtype"])
-            return {k: convert(v) for k, v in value.items()}
-        return value
-
-    name = state.get("bit_generator")
-    if name not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
-        raise StateError(f"unsupported bit generator {name!r} in saved state")
-    bit_generator = getattr(np.random, name)()
-    bit_generator.state = convert(state)
-    return np.random.Generator(bit_generator)

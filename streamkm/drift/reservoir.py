@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamkm.cluster._raw_rows import (
+from streamkm._raw_rows import (
     RawRows,
     is_sparse,
     raw_from_arrays,

@@ -39,7 +39,7 @@ import numpy as np
 
 from streamkm._version import __version__
 from streamkm.exceptions import CheckpointError, StateError
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.state_io import read_npz, write_npz_atomic
 
 __all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "read_checkpoint",

@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from streamkm.exceptions import ConfigError
+from streamkm.registry import client_settings_check
 
 __all__ = [
     "SourceConfig",
@@ -159,16 +160,13 @@ class KafkaConfig(_Section):
     def _known_client_settings(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
         if not value:
             return value
-        from kafka import KafkaConsumer, KafkaProducer
-
-        known = (KafkaConsumer if info.field_name == "consumer" else KafkaProducer).DEFAULT_CONFIG
         for key in value:
             if key in _MANAGED_KAFKA_KEYS or key in cls.model_fields:
                 raise ValueError(f"kafka.{info.field_name}.{key} = {value[key]!r} is set by "
                                  f"streamkm or in [kafka]/[source], not here")
-            if key not in known:
-                raise ValueError(f"unknown kafka-python {info.field_name} setting "
-                                 f"{key!r} (value {value[key]!r})")
+        check = client_settings_check("kafka")  # the connector knows its client's settings
+        if check is not None:
+            check(info.field_name, value)
         return value
 
     @model_validator(mode="after")
@@ -453,11 +451,6 @@ class ServiceConfig(_Section):
     drift: DriftConfig = DriftConfig()
     scaleout: ScaleoutConfig = ScaleoutConfig()
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
-
-    @property
-    def uses_kafka(self) -> bool:
-        """True if the source or the sinks talk to Kafka."""
-        return self.source.kind == "kafka" or self.sinks.kind == "kafka"
 
     @model_validator(mode="after")
     def _first_batch_can_initialise(self) -> ServiceConfig:

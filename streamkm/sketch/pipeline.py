@@ -143,6 +143,10 @@ class SketchedKernelKMeans:
     def _is_fitted(self) -> bool:
         return hasattr(self, "model_")
 
+    def is_fitted(self) -> bool:
+        """Whether a first batch fitted the sketch and initialised the engine."""
+        return self._is_fitted()
+
     def _check_fitted(self) -> None:
         if not self._is_fitted():
             raise NotFittedError(
@@ -318,6 +322,12 @@ class SketchedKernelKMeans:
         return int(self.model_.n_steps_)
 
     @property
+    def n_clusters_(self) -> int:
+        """Clusters in the engine now."""
+        self._check_fitted()
+        return int(self.model_.n_clusters_)
+
+    @property
     def converged_(self) -> bool:
         """Whether the engine is converged (assign only)."""
         self._check_fitted()
@@ -366,6 +376,11 @@ class SketchedKernelKMeans:
             "sketcher": s_meta, "reservoir": r_meta,
         }
         return arrays, meta
+
+    def state_parts(self) -> dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]:
+        """The engine's state (``"model"``) and the sketch's (``"sketch"``, see
+        :meth:`sketch_state`), as a service checkpoint stores them."""
+        return {"model": self.model_.get_state(), "sketch": self.sketch_state()}
 
     def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The whole pipeline: ``model.*`` (engine) and ``sketch.*`` arrays plus metadata."""
