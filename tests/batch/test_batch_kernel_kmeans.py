@@ -12,6 +12,8 @@ from streamkm.batch.kernel_kmeans import _cluster_kernel_sums, _update_cluster_k
 from streamkm.exceptions import NotFittedError, ParameterError, ValidationError
 from streamkm.kernels import KernelSpec, median_heuristic_gamma
 
+pytestmark = pytest.mark.unit
+
 
 def _reference(kernel_matrix: np.ndarray, seeds: np.ndarray, max_iter: int = 100):
     """Textbook kernel k-means: P = K H, <C_j, C_j> = diag(H^T K H), argmin, repeat."""

@@ -15,6 +15,8 @@ from sklearn.datasets import make_blobs
 from streamkm.batch import KMeans, farthest_traversal, k_center, kmeans_plusplus, lloyd
 from streamkm.exceptions import NotFittedError, ParameterError, ValidationError
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     "n, d, k, dtype, seed",

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from streamkm.batch import kmeans_1d
 from streamkm.exceptions import ParameterError, ValidationError
 
+pytestmark = pytest.mark.unit
+
 
 def _partition_cost(values: np.ndarray, labels: np.ndarray) -> float:
     return float(sum(np.sum((values[labels == j] - values[labels == j].mean()) ** 2)

@@ -10,6 +10,8 @@ from streamkm._numba.lloyd import assign_from_inner, cluster_sums, sq_dist_to_as
 from streamkm._numba.seeding import update_min_sq_dist
 from streamkm._numba.ward import half_sq_distances, ward_nn_chain
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_assign_from_inner_matches_numpy_argmin(dtype):

@@ -11,6 +11,8 @@ from streamkm.batch import SpectralClustering
 from streamkm.batch.spectral import normalized_cut_bisection
 from streamkm.exceptions import ParameterError, ValidationError
 
+pytestmark = pytest.mark.unit
+
 
 def _two_block_sbm(n: int, p: float, q: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)

@@ -11,6 +11,8 @@ from sklearn.metrics import adjusted_rand_score
 from streamkm.batch import WardAgglomerative, ward_cost
 from streamkm.exceptions import NotFittedError, ParameterError
 
+pytestmark = pytest.mark.unit
+
 
 def test_ward_cost_is_the_increase_of_the_kmeans_cost():
     rng = np.random.default_rng(0)

@@ -14,6 +14,8 @@ from streamkm import (
     ValidationError,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def _blobs(n=600, d=3, k=3, seed=0, dtype=np.float64):
     rng = np.random.default_rng(seed)

@@ -10,6 +10,8 @@ from streamkm._numba import kernels as nk
 from streamkm._numba.fastexp import exp_nonpositive
 from streamkm.kernels import KernelSpec, median_heuristic_gamma, pairwise_kernel
 
+pytestmark = pytest.mark.unit
+
 DTYPES = [np.float32, np.float64]
 RTOL = {np.float32: 2e-5, np.float64: 1e-12}
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from streamkm import MiniBatchKernelKMeans
+
+pytestmark = pytest.mark.unit
 
 KERNELS = st.sampled_from(["rbf", "laplacian", "polynomial", "cosine", "linear"])
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=64)

@@ -9,6 +9,8 @@ from streamkm import MiniBatchKernelKMeans
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, learning_rates, sq_norms
 from streamkm.kernels import KernelSpec
 
+pytestmark = pytest.mark.unit
+
 
 def _stream(seed, n_batches=12, b=60, d=4, k=3):
     rng = np.random.default_rng(seed)

@@ -15,6 +15,8 @@ from streamkm.exceptions import ParameterError, StateError
 from streamkm.sources import OVERSIZED, TRUNCATED, Source, SourcePartition
 from streamkm_connectors.file_tailer import FileTailSource
 
+pytestmark = pytest.mark.unit
+
 
 def make_source(paths, **kw) -> FileTailSource:
     kw.setdefault("poll_interval_s", 0.0)

@@ -12,28 +12,19 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("kafka_broker")
-from kafka_broker import (  # noqa: E402
+from tests.helpers.kafka_broker import (
     TansuBroker,
     create_topics,
-    kill,
     latest_checkpoint,
-    log_events,
     model_count,
     produce,
     read_topic,
-    start_service,
-    stop,
     valid_value,
-    wait_until,
     write_config,
 )
+from tests.helpers.processes import kill, log_events, start_service, stop, wait_until
 
-pytest_plugins = ["kafka_broker"]  # the session-scoped Tansu broker fixture
-pytestmark = [  # kafka-python 3.0.12 reads its protocol schemas with a deprecated API
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = pytest.mark.kafka
 
 TOPIC = "features-group"
 GROUP = "g-group"

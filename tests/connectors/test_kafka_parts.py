@@ -3,28 +3,20 @@ oversized messages, redelivery of unacknowledged output."""
 
 from __future__ import annotations
 
-import warnings
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
+from kafka import TopicPartition
 
 from streamkm.decoding import RecordDecoder
 from streamkm.exceptions import SinkError
 from streamkm.sources import OVERSIZED, RELEASED
+from streamkm_connectors.kafka_sinks import AssignmentKafkaSink, KafkaProducerHandle
+from streamkm_connectors.kafka_source import KafkaSource
 
-with warnings.catch_warnings():  # kafka-python 3.0.12 loads its schemas with a deprecated API
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import TopicPartition
-
-    from streamkm_connectors.kafka_sinks import AssignmentKafkaSink, KafkaProducerHandle
-    from streamkm_connectors.kafka_source import KafkaSource
-
-pytestmark = [  # kafka-python 3.0.12 reads its protocol schemas with a deprecated API
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = pytest.mark.unit
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -15,30 +15,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.register_assert_rewrite("kafka_broker")
-from kafka_broker import (  # noqa: E402
+from tests.helpers.kafka_broker import (
     TansuBroker,
-    count_events,
     create_topics,
-    kill,
     latest_checkpoint,
-    metrics_url,
     model_count,
     produce,
     read_topic,
+    valid_value,
+    write_config,
+)
+from tests.helpers.processes import (
+    count_events,
+    kill,
+    metrics_url,
     scrape,
     start_service,
     stop,
-    valid_value,
     wait_until,
-    write_config,
 )
 
-pytest_plugins = ["kafka_broker"]  # the session-scoped Tansu broker fixture
-pytestmark = [  # kafka-python 3.0.12 reads its protocol schemas with a deprecated API
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = pytest.mark.kafka
 
 POISON = [
     (b'{"id": "p0", "x": [1.0', "unparseable"),

@@ -19,33 +19,31 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("kafka_broker")
-from kafka_broker import (  # noqa: E402
+from tests.helpers.kafka_broker import (
     TcpOutageProxy,
-    count_events,
     create_topics,
-    free_port,
-    kill,
     latest_checkpoint,
-    log_events,
-    metrics_url,
     model_count,
     produce,
     read_count,
     read_topic,
-    scrape,
-    start_service,
     start_tansu,
-    stop,
     valid_value,
-    wait_until,
     write_config,
 )
+from tests.helpers.processes import (
+    count_events,
+    free_port,
+    kill,
+    log_events,
+    metrics_url,
+    scrape,
+    start_service,
+    stop,
+    wait_until,
+)
 
-pytestmark = [  # kafka-python 3.0.12 reads its protocol schemas with a deprecated API
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = pytest.mark.kafka
 
 TOPIC = "features-sink-outage"
 PRODUCER_UP = 'streamkm_kafka_broker_connected{client="producer"}'

@@ -16,6 +16,8 @@ from streamkm.drift import (
 from streamkm.exceptions import ParameterError, ValidationError
 from streamkm.kernels import KernelSpec
 
+pytestmark = pytest.mark.unit
+
 RBF = KernelSpec("rbf", gamma=2.0)
 
 

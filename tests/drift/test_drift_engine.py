@@ -15,6 +15,8 @@ from streamkm.drift import DriftPolicy
 from streamkm.exceptions import ParameterError
 from streamkm.kernels import pairwise_kernel
 
+pytestmark = pytest.mark.unit
+
 CENTERS = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
 CHANGE = 12  # batch at which blob 2 becomes two modes
 

@@ -18,6 +18,8 @@ from streamkm.drift import (
 from streamkm.exceptions import ParameterError, ValidationError
 from streamkm.kernels import KernelSpec, pairwise_kernel
 
+pytestmark = pytest.mark.unit
+
 RBF = KernelSpec("rbf", 0.3)
 
 

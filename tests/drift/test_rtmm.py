@@ -24,6 +24,8 @@ from streamkm.drift import (
 from streamkm.drift.rtmm import _random_below, _sample_distinct_large
 from streamkm.exceptions import ParameterError
 
+pytestmark = pytest.mark.unit
+
 SIGNIFICANCE = 1e-3
 VECTOR_MAX_SERIAL = pair_count(2**32) - 1
 

@@ -1,6 +1,6 @@
 """Test helpers: a real Prometheus server and a real streamkm service, both as subprocesses.
 
-Used by the ``tests/test_ops_*.py`` modules. Nothing here is skipped when a binary is
+Used by the ``tests/ops/`` modules. Nothing here is skipped when a binary is
 missing: :func:`require_binary` fails the test, because the ops files are only worth
 shipping if they are proven against a real Prometheus (CI installs Debian's ``prometheus``
 package, which brings ``prometheus`` and ``promtool``).
@@ -27,7 +27,7 @@ import pytest
 from tests.helpers.kafka_broker import valid_value, write_config
 from tests.helpers.processes import free_port, metrics_url, start_service
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OPS = REPO / "ops"
 PROMETHEUS_CONFIG = OPS / "prometheus" / "prometheus.yml"
 RULES_FILE = OPS / "prometheus" / "streamkm.rules.yml"

@@ -2,7 +2,8 @@
 
 promtool must be installed (CI: ``apt-get install prometheus``); without it these tests
 fail, they are never skipped. The live checks against a running Prometheus and service
-are in ``test_ops_live.py``.
+are in ``test_ops_live.py``. The promtool checks are marked ``prometheus``, the systemd
+one ``integration``, the others ``unit``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from prometheus_server import (
+from tests.helpers.prometheus_server import (
     DASHBOARD,
     OPS,
     PROMETHEUS_CONFIG,
@@ -31,7 +32,6 @@ from prometheus_server import (
 
 OPERATIONS_DOC = REPO / "docs" / "operations.md"
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
-
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([require_binary("promtool"), *args], capture_output=True, text=True,
@@ -54,18 +54,21 @@ def doc_anchors() -> set[str]:
 # ---------------------------------------------------------------------------- Prometheus
 
 
+@pytest.mark.prometheus
 def test_promtool_check_config() -> None:
     result = promtool("check", "config", str(PROMETHEUS_CONFIG))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 rule files found" in result.stdout + result.stderr
 
 
+@pytest.mark.prometheus
 def test_promtool_check_rules() -> None:
     result = promtool("check", "rules", str(RULES_FILE))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(alert_names())} rules found" in result.stdout
 
 
+@pytest.mark.prometheus
 def test_promtool_test_rules() -> None:
     files = sorted(RULE_TESTS_DIR.glob("*.yml"))
     assert files
@@ -74,6 +77,7 @@ def test_promtool_test_rules() -> None:
     assert result.stdout.count("SUCCESS") == len(files), result.stdout
 
 
+@pytest.mark.unit
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     tests = "\n".join(f.read_text() for f in sorted(RULE_TESTS_DIR.glob("*.yml")))
     cases = re.findall(r"alertname:\s*(\w+)\s*\n\s*exp_alerts:\s*(\[\])?", tests)
@@ -86,6 +90,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
         assert quiet, f"{name}: no promtool test where it stays quiet"
 
 
+@pytest.mark.unit
 def test_every_alert_is_documented_with_a_runbook() -> None:
     text = RULES_FILE.read_text()
     anchors = doc_anchors()
@@ -98,6 +103,7 @@ def test_every_alert_is_documented_with_a_runbook() -> None:
         assert runbook.group(1) in anchors, f"{name}: no heading '{name}' in docs/operations.md"
 
 
+@pytest.mark.unit
 def test_rule_names_follow_conventions() -> None:
     text = RULES_FILE.read_text()
     for name in alert_names():
@@ -109,6 +115,7 @@ def test_rule_names_follow_conventions() -> None:
 # ---------------------------------------------------------------------------- Grafana
 
 
+@pytest.mark.unit
 def test_dashboard_json_is_file_provisionable() -> None:
     raw = DASHBOARD.read_text()
     dashboard = json.loads(raw)
@@ -125,6 +132,7 @@ def test_dashboard_json_is_file_provisionable() -> None:
             assert var["datasource"] == DATASOURCE_REF, var["name"]
 
 
+@pytest.mark.unit
 def test_dashboard_panels_ids_datasources_layout() -> None:
     dashboard = load_dashboard()
     everything = dashboard["panels"] + [p for row in dashboard["panels"]
@@ -147,6 +155,7 @@ def test_dashboard_panels_ids_datasources_layout() -> None:
         assert grid["x"] + grid["w"] <= 24, where
 
 
+@pytest.mark.unit
 def test_dashboard_covers_the_required_views() -> None:
     exprs = "\n".join(t["expr"] for p in dashboard_panels(load_dashboard()) for t in p["targets"])
     for needle in ["rate(streamkm_records_accepted_total", "sum by (reason) (rate("
@@ -169,11 +178,12 @@ def test_dashboard_covers_the_required_views() -> None:
         assert needle in exprs, needle
 
 
+@pytest.mark.unit
 def test_scaleout_row_covers_every_scaleout_metric() -> None:
     """Every metric of streamkm.scaleout.metrics has a panel in the "Scale-out" row, and
     only that row uses them (the other rows work for single processes too)."""
-    from prometheus_server import (dashboard_queries, metric_names_in, row_panels,
-                                   scaleout_sample_names)
+    from tests.helpers.prometheus_server import (dashboard_queries, metric_names_in,
+                                                 row_panels, scaleout_sample_names)
 
     dashboard = load_dashboard()
     scaleout = scaleout_sample_names()
@@ -192,6 +202,7 @@ def test_scaleout_row_covers_every_scaleout_metric() -> None:
             assert not names & scaleout, f"panel {panel['title']!r} outside the Scale-out row"
 
 
+@pytest.mark.unit
 def test_grafana_provisioning_files() -> None:
     datasource = (OPS / "grafana" / "provisioning" / "datasources" / "streamkm.yml").read_text()
     assert re.search(r"(?m)^apiVersion: 1$", datasource)
@@ -217,6 +228,7 @@ def _unit() -> configparser.ConfigParser:
     return parser
 
 
+@pytest.mark.unit
 def test_systemd_unit_restart_stop_and_hardening() -> None:
     service = _unit()["Service"]
     assert service["ExecStart"].split()[1:3] == ["run", "-c"]
@@ -232,6 +244,7 @@ def test_systemd_unit_restart_stop_and_hardening() -> None:
     assert _unit()["Install"]["WantedBy"] == "multi-user.target"
 
 
+@pytest.mark.integration
 def test_systemd_unit_verifies(tmp_path: Path) -> None:
     """``systemd-analyze verify`` where systemd is installed (not a Prometheus tool: CI
     machines without systemd only get the static checks above)."""

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from prometheus_server import (
+from tests.helpers.prometheus_server import (
     PROMETHEUS_SERIES,
     PrometheusServer,
     StreamkmService,
@@ -48,7 +48,7 @@ from prometheus_server import (
     wait_until_rules_evaluated,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.prometheus, pytest.mark.integration]
 
 #: Alerts whose condition holds in this test's scenario (5 % of the lines are bad).
 EXPECTED_ACTIVE = {"StreamkmRejectedRatioHigh"}

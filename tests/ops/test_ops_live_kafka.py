@@ -1,7 +1,7 @@
 """The ops files against a real Prometheus scraping a streamkm service that reads Kafka.
 
 One module-scoped stack: a Tansu broker (a real Kafka-protocol broker, see
-``kafka_broker.py``) behind a TCP proxy that can cut it off, ``streamkm run`` consuming a
+``helpers/kafka_broker.py``) behind a TCP proxy that can cut it off, ``streamkm run`` consuming a
 3-partition topic in a consumer group and writing assignments, events and dead letters to
 topics (so both the consumer and the producer client exist), a producer thread feeding the
 topic, and ``prometheus`` running the shipped configuration and rules (target and intervals
@@ -26,16 +26,15 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("kafka_broker")
-from kafka_broker import (  # noqa: E402
+from tests.helpers.kafka_broker import (
     TansuBroker,
     TcpOutageProxy,
     create_topics,
-    free_port,
     latest_checkpoint,
     start_tansu,
 )
-from prometheus_server import (  # noqa: E402
+from tests.helpers.processes import free_port
+from tests.helpers.prometheus_server import (
     PROMETHEUS_SERIES,
     KafkaStreamkmService,
     PrometheusServer,
@@ -54,12 +53,7 @@ from prometheus_server import (  # noqa: E402
     wait_until_rules_evaluated,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    # kafka-python 3.0.12 reads its protocol schemas with a deprecated API
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.prometheus]
 
 TOPIC = "ops-features"
 PARTITIONS = 3

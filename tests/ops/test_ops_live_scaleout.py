@@ -1,7 +1,7 @@
 """The ops files against a real Prometheus scraping two scale-out processes on a real broker.
 
 One module-scoped stack: a Tansu broker (a real Kafka-protocol broker, see
-``kafka_broker.py``), two ``streamkm run`` processes with ``[scaleout] enabled = true``
+``helpers/kafka_broker.py``), two ``streamkm run`` processes with ``[scaleout] enabled = true``
 (members ``a`` and ``b``, as in ``test_scaleout_kafka.py``) sharing the consumer group of a
 3-partition topic, each serving metrics on a free loopback port, a producer thread feeding
 the topic, and ``prometheus`` running the shipped configuration and rules (only the targets,
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("kafka_broker")
-from kafka_broker import count_events, create_topics, start_tansu  # noqa: E402
-from prometheus_server import (  # noqa: E402
+from tests.helpers.kafka_broker import create_topics, start_tansu
+from tests.helpers.processes import count_events
+from tests.helpers.prometheus_server import (
     PROMETHEUS_SERIES,
     KafkaStreamkmService,
     PrometheusServer,
@@ -49,12 +49,7 @@ from prometheus_server import (  # noqa: E402
     wait_until_rules_evaluated,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    # kafka-python 3.0.12 reads its protocol schemas with a deprecated API
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.prometheus]
 
 TOPIC = "ops-scaleout"
 PARTITIONS = 3

@@ -20,6 +20,8 @@ from streamkm.scaleout import (
 )
 from streamkm.scaleout.leader import ModelVersion
 
+pytestmark = pytest.mark.unit
+
 
 def _blobs(n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)

@@ -19,27 +19,12 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-pytest.register_assert_rewrite("kafka_broker")
-from kafka_broker import (  # noqa: E402
-    TansuBroker,
-    create_topics,
-    kill,
-    log_events,
-    produce,
-    start_service,
-    stop,
-    wait_until,
-    write_config,
-)
+from streamkm import MiniBatchKernelKMeans
+from streamkm.scaleout.leader import ModelVersion
+from tests.helpers.kafka_broker import TansuBroker, create_topics, produce, write_config
+from tests.helpers.processes import kill, log_events, start_service, stop, wait_until
 
-from streamkm import MiniBatchKernelKMeans  # noqa: E402
-from streamkm.scaleout.leader import ModelVersion  # noqa: E402
-
-pytest_plugins = ["kafka_broker"]
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = pytest.mark.kafka
 
 CENTERS = np.array([[0.0, 0.0], [5.0, 5.0], [0.0, 5.0], [5.0, 0.0]])
 PARTITIONS = 6

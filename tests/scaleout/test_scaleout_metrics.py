@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from test_scaleout_retry import KEY, FakePart, World
+from tests.scaleout.test_scaleout_retry import KEY, FakePart, World
+
+pytestmark = pytest.mark.unit
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:

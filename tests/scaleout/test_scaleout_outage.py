@@ -1,6 +1,7 @@
 """Scale-out through a broker outage: two ``streamkm run`` processes (scale-out mode) reach
-Tansu through the cuttable TCP proxy of ``kafka_broker``; mid-stream every connection is cut
-for longer than the session timeout, then restored. Both processes stay alive, report the
+Tansu through the cuttable TCP proxy of ``helpers.kafka_broker``; mid-stream every
+connection is cut for longer than the session timeout, then restored. Both processes stay
+alive, report the
 outage (``streamkm_kafka_broker_connected{client="scaleout"}``, log events), fence again
 after the rebalances and the global model ends up counting every valid record exactly once.
 """
@@ -14,30 +15,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.register_assert_rewrite("kafka_broker")
-from kafka_broker import (  # noqa: E402
+from streamkm.scaleout.leader import ModelVersion
+from tests.helpers.kafka_broker import (
     TcpOutageProxy,
-    count_events,
     create_topics,
+    produce,
+    start_tansu,
+    write_config,
+)
+from tests.helpers.processes import (
+    count_events,
     free_port,
     kill,
     log_events,
     metrics_url,
-    produce,
     scrape,
     start_service,
-    start_tansu,
     stop,
     wait_until,
-    write_config,
 )
 
-from streamkm.scaleout.leader import ModelVersion  # noqa: E402
-
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = pytest.mark.kafka
 
 PREFIX = "so-outage"
 PARTITIONS = 4

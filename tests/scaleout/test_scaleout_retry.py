@@ -23,6 +23,8 @@ from streamkm.service.config import ServiceConfig
 from streamkm.service.wiring import build_model, build_sinks
 from streamkm.sources import RawRecord
 
+pytestmark = pytest.mark.unit
+
 KEY = "t:0"
 
 

@@ -12,6 +12,8 @@ from streamkm.exceptions import CheckpointError, StateError
 from streamkm.service.checkpoint import CheckpointStore, read_checkpoint
 from streamkm.service.inspect import summarize_checkpoints
 
+pytestmark = pytest.mark.unit
+
 
 def write_one(store: CheckpointStore, step: int) -> Path:
     return store.write(

@@ -21,6 +21,7 @@ def streamkm_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "streamkm.cli"]
 
 
+@pytest.mark.integration
 def test_version_from_console_script() -> None:
     proc = subprocess.run([*streamkm_command(), "--version"], capture_output=True, text=True,
                           timeout=60)
@@ -28,6 +29,7 @@ def test_version_from_console_script() -> None:
     assert proc.stdout.strip() == f"streamkm {__version__}"
 
 
+@pytest.mark.unit
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main([])
@@ -38,6 +40,7 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--rate" in capsys.readouterr().err
 
 
+@pytest.mark.unit
 def test_checkpoint_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = CheckpointStore(tmp_path, keep=3)
     store.write(model_arrays={}, model_meta=None, positions={"in.jsonl": {"offset": 0}},
@@ -64,6 +67,7 @@ def test_checkpoint_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_demo_runs_for_duration(tmp_path: Path) -> None:
     state = tmp_path / "demo"

@@ -12,7 +12,7 @@ from streamkm.cli import main
 from streamkm.exceptions import ConfigError
 from streamkm.service.config import config_hash, load_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 MINIMAL = """
 [source]
@@ -30,6 +30,7 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.unit
 def test_example_config_loads() -> None:
     config = load_config(REPO / "examples" / "streamkm.toml", env={})
     assert config.model.n_clusters == 4
@@ -37,6 +38,7 @@ def test_example_config_loads() -> None:
     assert config.source.paths[0].is_absolute()
 
 
+@pytest.mark.unit
 def test_minimal_config_defaults_and_relative_paths(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, MINIMAL), env={})
     assert config.source.paths == [tmp_path / "in.jsonl"]
@@ -45,6 +47,7 @@ def test_minimal_config_defaults_and_relative_paths(tmp_path: Path) -> None:
     assert config.metrics.port == 9108 and config.metrics.address == "127.0.0.1"
 
 
+@pytest.mark.unit
 def test_env_override_applies_and_is_typed(tmp_path: Path) -> None:
     env = {"STREAMKM_MODEL__N_CLUSTERS": "8", "STREAMKM_METRICS__ENABLED": "false",
            "STREAMKM_SINKS__EVENTS": "", "STREAMKM_SOURCE__PATHS": '["a", "b"]',
@@ -57,6 +60,7 @@ def test_env_override_applies_and_is_typed(tmp_path: Path) -> None:
     assert config.logging.level == "debug"
 
 
+@pytest.mark.unit
 def test_config_hash_tracks_model_not_paths(tmp_path: Path) -> None:
     base = load_config(write(tmp_path, MINIMAL), env={})
     moved = load_config(write(tmp_path, MINIMAL), env={"STREAMKM_CHECKPOINT__DIR": "x"})
@@ -64,6 +68,7 @@ def test_config_hash_tracks_model_not_paths(tmp_path: Path) -> None:
     assert config_hash(base) == config_hash(moved) != config_hash(other)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("text", "env", "needles"), [
     (MINIMAL + "bogus_key = 1\n", {}, ["model.bogus_key", "1"]),
     (MINIMAL + "[sketch2]\nx = 1\n", {}, ["sketch2"]),
@@ -90,11 +95,13 @@ def test_bad_config_names_key_and_value(tmp_path: Path, text: str, env: dict[str
         assert needle in str(info.value)
 
 
+@pytest.mark.unit
 def test_missing_file_is_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "absent.toml", env={})
 
 
+@pytest.mark.unit
 def test_cli_config_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     bad = write(tmp_path, MINIMAL + "unknown_thing = 3\n")
@@ -107,6 +114,7 @@ def test_cli_config_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "batching.max_wait_ms" in err and "-5" in err
 
 
+@pytest.mark.integration
 def test_console_script_bad_config_exit_2(tmp_path: Path) -> None:
     bad = write(tmp_path, MINIMAL.replace("n_clusters = 4", "n_clusters = 0"))
     proc = subprocess.run([sys.executable, "-m", "streamkm.cli", "run", "-c", str(bad)],

@@ -16,6 +16,8 @@ from streamkm.exceptions import ConfigError
 from streamkm.service.config import config_from_mapping
 from streamkm.service.runtime import Service
 
+pytestmark = pytest.mark.unit
+
 BATCH = 500
 N_BATCHES = 30
 CHANGE = 10

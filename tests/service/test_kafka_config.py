@@ -9,17 +9,14 @@ import pytest
 from streamkm.exceptions import ConfigError
 from streamkm.service.config import config_from_mapping, load_config
 
-pytestmark = [  # kafka-python 3.0.12 reads its protocol schemas with a deprecated API
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = pytest.mark.unit
 
 BASE = {"decoding": {"dim": 2}, "model": {"n_clusters": 2}}
 KAFKA_SOURCE = {"kind": "kafka", "topics": ["features"]}
 
 
 def test_example_kafka_config_loads() -> None:
-    config = load_config(Path(__file__).parent.parent / "examples" / "kafka.toml", env={})
+    config = load_config(Path(__file__).parents[2] / "examples" / "kafka.toml", env={})
     assert config.source.kind == "kafka" and config.sinks.kind == "kafka"
     settings = config.kafka.client_settings()
     assert settings["bootstrap_servers"] == ["127.0.0.1:9092"]

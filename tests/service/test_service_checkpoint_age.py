@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from streamkm.service.config import config_from_mapping
 from streamkm.service.runtime import Service
+
+pytestmark = pytest.mark.unit
 
 
 def _config(tmp_path: Path):

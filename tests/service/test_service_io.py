@@ -11,14 +11,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.processes import count_lines, metrics_url, scrape, stop, wait_until
+
+pytestmark = pytest.mark.integration
 
 DIM = 3
 K = 3
@@ -44,33 +44,9 @@ def valid_line(i: int) -> bytes:
     return json.dumps({"id": f"v{i}", "x": [c + (i % 7) * 0.1, c - (i % 5) * 0.1, c]}).encode()
 
 
-def count_lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
-
-
-def wait_until(predicate, timeout: float, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert proc.poll() is None, f"service exited with code {proc.returncode}"
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
-def scrape(url: str) -> dict[str, float]:
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            values[name] = float(value)
-    return values
-
-
 @pytest.mark.slow
-def test_bad_input_quarantined_metrics_move_process_survives(tmp_path: Path) -> None:
+def test_bad_input_quarantined_metrics_move_process_survives(tmp_path: Path,
+                                                           service_process) -> None:
     data = tmp_path / "in.jsonl"
     data.write_bytes(b"")
     config = tmp_path / "streamkm.toml"
@@ -97,13 +73,10 @@ dead_letter = "out/dead.jsonl"
 port = 0
 """)
     log = tmp_path / "service.log"
-    with open(log, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "streamkm.cli", "run", "-c", str(config)],
-                                stdout=subprocess.DEVNULL, stderr=err)
+    proc = service_process(config, log)
     try:
-        wait_until(lambda: "metrics_listening" in log.read_text(), 60, proc)
-        url = next(json.loads(line)["url"] for line in log.read_text().splitlines()
-                   if '"metrics_listening"' in line)
+        wait_until(lambda: metrics_url(log) is not None, 60, "the metrics endpoint", [proc])
+        url = str(metrics_url(log))
         assert url.startswith("http://127.0.0.1:")
         before = scrape(url)
         assert before["streamkm_records_read_total"] == 0
@@ -114,7 +87,7 @@ port = 0
         with open(data, "ab") as fh:
             fh.write(b"".join(valid_line(i) + b"\n" for i in range(200)))
         assignments = tmp_path / "out" / "assignments.jsonl"
-        wait_until(lambda: count_lines(assignments) >= 200, 60, proc)
+        wait_until(lambda: count_lines(assignments) >= 200, 60, "wave 1's assignments", [proc])
         wave1 = scrape(url)
         assert wave1["streamkm_records_accepted_total"] == 200
         assert wave1["streamkm_batches_total"] >= 200 / 64
@@ -133,13 +106,12 @@ port = 0
             n_valid += 100
         dead = tmp_path / "out" / "dead.jsonl"
         wait_until(lambda: count_lines(assignments) >= n_valid
-                   and count_lines(dead) >= len(CORPUS), 60, proc)
+                   and count_lines(dead) >= len(CORPUS), 60, "wave 2's output", [proc])
         time.sleep(0.3)
         wave2 = scrape(url)
         assert proc.poll() is None
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=60)
+        code = stop(proc)
     assert code == 0
 
     quarantined = [json.loads(line) for line in dead.read_text().splitlines()]

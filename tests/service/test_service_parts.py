@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from streamkm.decoding import RecordDecoder
 from streamkm.service.batcher import Batcher
 from streamkm_connectors.file_sinks import AssignmentFileSink, DeadLetterFileSink
 from streamkm_connectors.file_tailer import FileTailSource
+
+pytestmark = pytest.mark.unit
 
 
 def test_assignment_sink_positions_and_restore(tmp_path: Path) -> None:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +19,9 @@ import pytest
 
 from streamkm import MiniBatchKernelKMeans
 from streamkm.service.checkpoint import CheckpointStore
+from tests.helpers.processes import count_lines, kill, start_service, stop, wait_until
+
+pytestmark = pytest.mark.integration
 
 N_VALID = 6000
 DIM = 3
@@ -77,35 +77,6 @@ level = "info"
     return config
 
 
-def start(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as err:
-        return subprocess.Popen([sys.executable, "-m", "streamkm.cli", "run", "-c", str(config)],
-                                stdout=subprocess.DEVNULL, stderr=err)
-
-
-def count_lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
-
-
-def wait_until(predicate, timeout: float, proc: subprocess.Popen[bytes] | None = None,
-               interval: float = 0.005) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"service exited early with code {proc.returncode}")
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(interval)
-
-
-def stop_gracefully(proc: subprocess.Popen[bytes]) -> int:
-    proc.send_signal(signal.SIGTERM)
-    return proc.wait(timeout=60)
-
-
 def final_model(folder: Path) -> tuple[MiniBatchKernelKMeans, dict]:
     ckpt = CheckpointStore(folder / "ck").load_latest()
     assert ckpt is not None and ckpt.model_meta is not None
@@ -113,19 +84,17 @@ def final_model(folder: Path) -> tuple[MiniBatchKernelKMeans, dict]:
 
 
 def run_to_end(folder: Path, config: Path, n_valid: int) -> None:
-    proc = start(config, folder / "service.log")
+    proc = start_service(config, folder / "service.log")
     try:
         wait_until(lambda: count_lines(folder / "out" / "assignments.jsonl") >= n_valid,
-                   90, proc)
-        assert stop_gracefully(proc) == 0
+                   90, "every record assigned", [proc])
+        assert stop(proc) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
 
 
 @pytest.mark.slow
-def test_sigkill_recovery_is_exactly_once(tmp_path: Path) -> None:
+def test_sigkill_recovery_is_exactly_once(tmp_path: Path, service_process) -> None:
     data = tmp_path / "in.jsonl"
     ids, n_bad = write_input(data)
 
@@ -140,18 +109,18 @@ def test_sigkill_recovery_is_exactly_once(tmp_path: Path) -> None:
     rng = np.random.default_rng(2024)
     kills = 0
     for round_ in range(4):
-        proc = start(config, crashed / "service.log")
+        proc = service_process(config, crashed / "service.log")
         try:
             if round_ == 0:
                 time.sleep(float(rng.uniform(0.05, 0.4)))  # likely before the first batch
             else:
                 done = count_lines(assignments)
                 target = done + int(rng.integers(1, (N_VALID - done) // 3))
-                wait_until(lambda: count_lines(assignments) >= target, 90, proc)
+                wait_until(lambda: count_lines(assignments) >= target, 90,
+                           f"{target} assignments", [proc], interval=0.005)
                 time.sleep(float(rng.uniform(0, 0.02)))
         finally:
-            proc.kill()
-            proc.wait()
+            kill(proc)
         kills += 1
     assert kills == 4
     run_to_end(crashed, config, N_VALID)
@@ -178,7 +147,8 @@ def test_sigkill_recovery_is_exactly_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigterm_finishes_batch_checkpoints_and_exits_0(tmp_path: Path) -> None:
+def test_sigterm_finishes_batch_checkpoints_and_exits_0(tmp_path: Path,
+                                                       service_process) -> None:
     data = tmp_path / "in.jsonl"
     data.write_bytes(b"")
     config = write_config(tmp_path, data)
@@ -198,16 +168,14 @@ def test_sigterm_finishes_batch_checkpoints_and_exits_0(tmp_path: Path) -> None:
 
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()
-    proc = start(config, tmp_path / "service.log")
+    proc = service_process(config, tmp_path / "service.log")
     try:
-        wait_until(lambda: count_lines(tmp_path / "out" / "assignments.jsonl") >= 1000, 60, proc)
-        assert stop_gracefully(proc) == 0
+        wait_until(lambda: count_lines(tmp_path / "out" / "assignments.jsonl") >= 1000, 60,
+                   "1000 assignments", [proc])
+        assert stop(proc) == 0
     finally:
         stop_writer.set()
         thread.join()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     ckpt = CheckpointStore(tmp_path / "ck").load_latest()
     assert ckpt is not None
     n_out = count_lines(tmp_path / "out" / "assignments.jsonl")

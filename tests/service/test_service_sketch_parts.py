@@ -20,6 +20,8 @@ from streamkm.service.config import config_from_mapping, config_hash
 from streamkm.service.runtime import Service
 from streamkm.sources import RawRecord
 
+pytestmark = pytest.mark.unit
+
 DIM = 50
 
 
@@ -203,7 +205,7 @@ def test_drift_events_refit_only_data_dependent_sketches() -> None:
 def test_example_sketch_config_is_valid() -> None:
     from streamkm.service.config import load_config
 
-    config = load_config(Path(__file__).parents[1] / "examples" / "sketch.toml", env={})
+    config = load_config(Path(__file__).parents[2] / "examples" / "sketch.toml", env={})
     assert config.sketch.kind == "svd" and config.decoding.format == "json_sparse"
 
 

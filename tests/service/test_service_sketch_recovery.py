@@ -9,10 +9,6 @@ the restored pipeline transforms exactly like the uninterrupted one.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -24,6 +20,9 @@ import scipy.sparse as sp
 from streamkm import MiniBatchKernelKMeans
 from streamkm.service.checkpoint import CheckpointStore
 from streamkm.sketch import SketchedKernelKMeans
+from tests.helpers.processes import count_lines, kill, metrics_url, start_service, stop, wait_until
+
+pytestmark = pytest.mark.integration
 
 N_VALID = 3000
 DIM = 120
@@ -96,53 +95,21 @@ port = 0
     return config
 
 
-def start(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as err:
-        return subprocess.Popen([sys.executable, "-m", "streamkm.cli", "run", "-c", str(config)],
-                                stdout=subprocess.DEVNULL, stderr=err)
-
-
-def count_lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
-
-
-def wait_until(predicate, timeout: float, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if proc.poll() is not None:
-            raise AssertionError(f"service exited early with code {proc.returncode}")
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.005)
-
-
-def metrics_url(log: Path) -> str:
-    for line in log.read_text().splitlines():
-        record = json.loads(line)
-        if record.get("event") == "metrics_listening":
-            return record["url"]
-    raise AssertionError("no metrics_listening event in the log")
-
-
 def run_to_end(folder: Path, config: Path, *, scrape: bool = False) -> str | None:
     log = folder / "service.log"
-    proc = start(config, log)
+    proc = start_service(config, log)
     scraped = None
     try:
         wait_until(lambda: count_lines(folder / "out" / "assignments.jsonl") >= N_VALID, 120,
-                   proc)
+                   "every record assigned", [proc], interval=0.005)
         if scrape:
-            with urllib.request.urlopen(metrics_url(log), timeout=10) as response:
+            url = metrics_url(log)
+            assert url is not None, "no metrics_listening event in the log"
+            with urllib.request.urlopen(url, timeout=10) as response:
                 scraped = response.read().decode()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        assert stop(proc) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
     return scraped
 
 
@@ -161,7 +128,8 @@ def sample_value(text: str, name: str) -> float:
 
 
 @pytest.mark.slow
-def test_sparse_sketched_stream_survives_sigkill_exactly_once(tmp_path: Path) -> None:
+def test_sparse_sketched_stream_survives_sigkill_exactly_once(tmp_path: Path,
+                                                             service_process) -> None:
     data = tmp_path / "in.jsonl"
     rows, reasons = write_input(data)
     n_bad = sum(reasons.values())
@@ -178,12 +146,12 @@ def test_sparse_sketched_stream_survives_sigkill_exactly_once(tmp_path: Path) ->
     config = write_config(crashed, data)
     assignments = crashed / "out" / "assignments.jsonl"
     for target in (700, 1900):  # after the 1st and the 4th re-sketch
-        proc = start(config, crashed / "service.log")
+        proc = service_process(config, crashed / "service.log")
         try:
-            wait_until(lambda: count_lines(assignments) >= target, 120, proc)
+            wait_until(lambda: count_lines(assignments) >= target, 120,
+                       f"{target} assignments", [proc], interval=0.005)
         finally:
-            proc.kill()
-            proc.wait()
+            kill(proc)
     run_to_end(crashed, config)
     assert (crashed / "service.log").read_text().count('"checkpoint_restored"') == 2
 

@@ -19,6 +19,8 @@ from threadpoolctl import threadpool_limits
 from streamkm.sketch import ApproxSVD, LeverageScoreSelector, RandomProjection
 from streamkm.sketch._base import BaseSketcher
 
+pytestmark = pytest.mark.unit
+
 K, N_FEATURES, N_POINTS, EPS = 5, 2000, 1000, 0.5
 SEEDS = range(10)
 

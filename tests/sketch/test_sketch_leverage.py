@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from streamkm.sketch import (
     ApproxSVD,
@@ -12,6 +13,8 @@ from streamkm.sketch import (
     feature_selection_dimension,
     leverage_probabilities,
 )
+
+pytestmark = pytest.mark.unit
 
 
 def _signal_in_first_features(seed: int, m: int = 400, n: int = 300, informative: int = 10):

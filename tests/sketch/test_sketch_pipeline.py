@@ -15,6 +15,8 @@ from streamkm.sketch import ApproxSVD, LeverageScoreSelector, RandomProjection
 from streamkm.sketch.pipeline import SketchedKernelKMeans
 from streamkm.sketch.reservoir import RowReservoir
 
+pytestmark = pytest.mark.unit
+
 K, N, D, BATCH = 4, 2048, 240, 256
 
 

@@ -10,6 +10,8 @@ import pytest
 from streamkm.sketch import RandomProjection, kmeans_sketch_dimension
 from streamkm.sketch.projection import very_sparse_density
 
+pytestmark = pytest.mark.unit
+
 
 def _dense_components(sketcher: RandomProjection) -> np.ndarray:
     c = sketcher.components_

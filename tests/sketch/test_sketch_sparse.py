@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from streamkm.sketch import ApproxSVD, LeverageScoreSelector, RandomProjection
 from streamkm.sketch._base import BaseSketcher
 
+pytestmark = pytest.mark.unit
+
 SKETCHERS: dict[str, Callable[[], BaseSketcher]] = {
     "gaussian": lambda: RandomProjection(12, kind="gaussian", random_state=0),
     "sign": lambda: RandomProjection(12, kind="sign", random_state=0),

@@ -20,6 +20,8 @@ from streamkm.sketch import (
 from streamkm.sketch._base import BaseSketcher
 from streamkm.state_io import read_npz, write_npz_atomic
 
+pytestmark = pytest.mark.unit
+
 SKETCHERS: dict[str, Callable[[], BaseSketcher]] = {
     "gaussian": lambda: RandomProjection(n_clusters=4, eps=0.6, random_state=3),
     "sign": lambda: RandomProjection(10, kind="sign", random_state=3),

@@ -8,6 +8,8 @@ import pytest
 from streamkm.sketch import ApproxSVD, approximate_right_singular_vectors
 from streamkm.sketch.svd import range_finder_width
 
+pytestmark = pytest.mark.unit
+
 
 def _low_rank_plus_noise(seed: int, m: int = 300, n: int = 500, rank: int = 6) -> np.ndarray:
     rng = np.random.default_rng(seed)

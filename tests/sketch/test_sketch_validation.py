@@ -15,6 +15,8 @@ from streamkm.sketch import (
     kmeans_sketch_dimension,
 )
 
+pytestmark = pytest.mark.unit
+
 X = np.random.default_rng(0).standard_normal((20, 30))
 
 
