@@ -153,7 +153,7 @@ def test_get_params_and_set_params_follow_the_estimator_contract():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_state_round_trip_predicts_and_trains_bit_identically(tmp_path, kernel, dtype):
     x, _ = _blobs(n=1200, dtype=dtype)
-    model = MiniBatchKernelKMeans(3, kernel=kernel, tau=60, tol=0.0, random_state=3)
+    model = MiniBatchKernelKMeans(3, kernel=kernel, tau=60, tol=0.0, max_iter=20, random_state=3)
     for chunk in np.array_split(x[:600], 4):
         model.partial_fit(chunk)
     path = tmp_path / "model.npz"
