@@ -14,15 +14,16 @@ Modules set them with ``pytestmark``; collection fails when a test has none.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.kafka_broker import TansuBroker, create_topics, start_tansu
-from tests.helpers.processes import kill, start_service
+from tests.helpers.processes import ServiceStarter, kill, start_service
 from tests.helpers.prometheus_server import (
     PrometheusServer,
+    PrometheusStarter,
     scrape_config_for_target,
 )
 
@@ -53,9 +54,6 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBrok
         broker.stop()
 
 
-ServiceStarter = Callable[..., subprocess.Popen[bytes]]
-
-
 @pytest.fixture
 def service_process() -> Iterator[ServiceStarter]:
     """Start ``streamkm`` subprocesses: ``service_process(config, log, command="run",
@@ -72,9 +70,6 @@ def service_process() -> Iterator[ServiceStarter]:
     yield start
     for proc in started:
         kill(proc)
-
-
-PrometheusStarter = Callable[[str | Sequence[str]], PrometheusServer]
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 
+#: The ``service_process`` fixture: ``(config, log, *, command, args, cwd) -> Popen``.
+ServiceStarter = Callable[..., subprocess.Popen[bytes]]
+
+
 def free_port() -> int:
     """A TCP port that was free on 127.0.0.1 a moment ago."""
     with socket.socket() as sock:

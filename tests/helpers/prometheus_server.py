@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -189,6 +189,10 @@ class PrometheusServer:
                 self.proc.wait()
 
 
+#: The ``start_prometheus`` fixture: ``(target or targets) -> a ready PrometheusServer``.
+PrometheusStarter = Callable[[str | Sequence[str]], PrometheusServer]
+
+
 class PromQLError(AssertionError):
     """Prometheus rejected a query."""
 
@@ -237,7 +241,64 @@ level = "info"
 """
 
 
-class StreamkmService:
+class ServiceProcess:
+    """A ``streamkm run`` subprocess in ``workdir`` (log: ``workdir/service.log``) serving
+    metrics on the URL it logs."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.log_path = workdir / "service.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.metrics_url = ""
+        self._sigterm_sent = False
+
+    @property
+    def target(self) -> str:
+        """``host:port`` of the metrics endpoint (a Prometheus target)."""
+        return urllib.parse.urlsplit(self.metrics_url).netloc
+
+    def wait_listening(self, timeout: float = 60) -> Self:
+        """Wait until the service logs its metrics URL."""
+        self.metrics_url = wait_for(lambda: metrics_url(self.log_path), timeout,
+                                    "the service's metrics URL", self.dead)
+        return self
+
+    def exited(self) -> str | None:
+        """Why the process is gone (its exit code and the end of its log), or ``None``."""
+        if self.proc is not None and self.proc.poll() is not None:
+            return (f"streamkm exited with code {self.proc.returncode}:\n"
+                    + self.log_path.read_text(errors="replace")[-3000:])
+        return None
+
+    def dead(self) -> str | None:
+        """What went wrong with the process or what feeds it (``None``: all is well)."""
+        return self.exited()
+
+    def scrape(self) -> str:
+        return http_get(self.metrics_url).decode()
+
+    def request_stop(self) -> None:
+        """SIGTERM without waiting (see :meth:`stop_process`)."""
+        if self.proc is not None and self.proc.poll() is None and not self._sigterm_sent:
+            self.proc.send_signal(signal.SIGTERM)
+            self._sigterm_sent = True
+
+    def stop_process(self) -> int | None:
+        """SIGTERM (graceful stop: final checkpoint and commit), SIGKILL after 60 s; the
+        exit code (``None`` if never started)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.request_stop()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+class StreamkmService(ServiceProcess):
     """``streamkm run`` (drift handling and an SVD sketch on) tailing the demo's drifting
     stream (with 5 % bad lines) in ``workdir``.
 
@@ -252,20 +313,12 @@ class StreamkmService:
 
     def __init__(self, workdir: Path, rate: float = 400.0, bad_fraction: float = 0.05,
                  burst: int = 4000) -> None:
-        self.workdir = workdir
+        super().__init__(workdir)
         self.rate = rate
         self.bad_fraction = bad_fraction
         self.burst = burst
-        self.log_path = workdir / "service.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.metrics_url = ""
         self._stop = threading.Event()
         self._writer: threading.Thread | None = None
-
-    @property
-    def target(self) -> str:
-        """``host:port`` of the metrics endpoint (a Prometheus target)."""
-        return urllib.parse.urlsplit(self.metrics_url).netloc
 
     def start(self, timeout: float = 60) -> StreamkmService:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -273,9 +326,7 @@ class StreamkmService:
         config.write_text(SERVICE_CONFIG)
         (self.workdir / "stream.jsonl").write_bytes(b"")
         self.proc = start_service(config, self.log_path, cwd=self.workdir)
-        self.metrics_url = wait_for(lambda: metrics_url(self.log_path), timeout,
-                                    "the service's metrics URL", self.dead)
-        return self
+        return self.wait_listening(timeout)
 
     def start_writing(self) -> None:
         """Start appending the stream (see the class docstring)."""
@@ -301,30 +352,12 @@ class StreamkmService:
                     fh.flush()
                     written += count
 
-    def dead(self) -> str | None:
-        if self.proc is not None and self.proc.poll() is not None:
-            return (f"streamkm exited with code {self.proc.returncode}:\n"
-                    + self.log_path.read_text(errors="replace")[-3000:])
-        return None
-
-    def scrape(self) -> str:
-        return http_get(self.metrics_url).decode()
-
     def stop(self) -> int | None:
-        """SIGTERM (graceful stop); the exit code."""
+        """Stop writing, then SIGTERM (graceful stop); the exit code."""
         self._stop.set()
         if self._writer is not None:
             self._writer.join(timeout=5)
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return self.stop_process()
 
 
 class TopicProducer:
@@ -386,7 +419,7 @@ class TopicProducer:
             producer.close(timeout=5)
 
 
-class KafkaStreamkmService:
+class KafkaStreamkmService(ServiceProcess):
     """``streamkm run`` with a Kafka source and Kafka sinks against a real broker.
 
     The configuration is the Kafka tests' (``kafka_broker.write_config``: consumer group
@@ -399,20 +432,12 @@ class KafkaStreamkmService:
 
     def __init__(self, workdir: Path, bootstrap: str, topic: str, rate: float = 200.0,
                  extra_config: str = "") -> None:
-        self.workdir = workdir
+        super().__init__(workdir)
         self.bootstrap = bootstrap
         self.topic = topic
         self.rate = rate
         self.extra_config = extra_config
-        self.log_path = workdir / "service.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.metrics_url = ""
         self.producer: TopicProducer | None = None
-        self._sigterm_sent = False
-
-    @property
-    def target(self) -> str:
-        return urllib.parse.urlsplit(self.metrics_url).netloc
 
     @property
     def produced(self) -> int:
@@ -434,11 +459,6 @@ class KafkaStreamkmService:
         self.proc = start_service(config, self.log_path)
         return self
 
-    def wait_listening(self, timeout: float = 60) -> KafkaStreamkmService:
-        self.metrics_url = wait_for(lambda: metrics_url(self.log_path), timeout,
-                                    "the service's metrics URL", self.dead)
-        return self
-
     def start_producing(self) -> None:
         self.producer = TopicProducer(self.bootstrap, self.topic, self.rate).start()
 
@@ -447,34 +467,14 @@ class KafkaStreamkmService:
             self.producer.stop()
 
     def dead(self) -> str | None:
-        if self.proc is not None and self.proc.poll() is not None:
-            return (f"streamkm exited with code {self.proc.returncode}:\n"
-                    + self.log_path.read_text(errors="replace")[-3000:])
-        return None if self.producer is None else self.producer.failed()
-
-    def scrape(self) -> str:
-        return http_get(self.metrics_url).decode()
-
-    def request_stop(self) -> None:
-        """SIGTERM without waiting (see :meth:`stop`)."""
-        if self.proc is not None and self.proc.poll() is None and not self._sigterm_sent:
-            self.proc.send_signal(signal.SIGTERM)
-            self._sigterm_sent = True
+        return self.exited() or (None if self.producer is None else self.producer.failed())
 
     def stop(self) -> int | None:
-        """SIGTERM (graceful stop: final checkpoint and commit); the exit code."""
+        """Stop producing, then SIGTERM (graceful stop: final checkpoint and commit); the
+        exit code."""
         if self.producer is not None:
             self.producer.stop(check=False)
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.request_stop()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return self.stop_process()
 
 
 # ---------------------------------------------------------------------------- dashboard

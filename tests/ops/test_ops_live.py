@@ -30,6 +30,7 @@ import pytest
 from tests.helpers.prometheus_server import (
     PROMETHEUS_SERIES,
     PrometheusServer,
+    PrometheusStarter,
     StreamkmService,
     alerting_rules,
     dashboard_panels,
@@ -41,7 +42,6 @@ from tests.helpers.prometheus_server import (
     metric_names_in,
     rule_problems,
     scaleout_metrics_in_ops_files,
-    scrape_config_for_target,
     substitute_grafana_variables,
     unhealthy_rules,
     wait_for,
@@ -74,14 +74,14 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory,
+          start_prometheus: PrometheusStarter) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("ops_live")
     service = StreamkmService(root / "service")
     prometheus: PrometheusServer | None = None
     try:
         service.start()
-        config = scrape_config_for_target(root / "prometheus", service.target)
-        prometheus = PrometheusServer(config, root / "prometheus").start()
+        prometheus = start_prometheus(service.target)
         s = Stack(service, prometheus)
         # The idle service's counters (splits, re-sketches at 0) are in Prometheus before
         # the stream starts: the split and the re-sketches show up as increases.

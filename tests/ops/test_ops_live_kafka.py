@@ -38,6 +38,7 @@ from tests.helpers.prometheus_server import (
     PROMETHEUS_SERIES,
     KafkaStreamkmService,
     PrometheusServer,
+    PrometheusStarter,
     dashboard_query_problems,
     dashboard_queries,
     exported_sample_names,
@@ -46,7 +47,6 @@ from tests.helpers.prometheus_server import (
     metric_names_in,
     rule_problems,
     scaleout_metrics_in_ops_files,
-    scrape_config_for_target,
     substitute_grafana_variables,
     unhealthy_rules,
     wait_for,
@@ -84,7 +84,8 @@ class KafkaStack:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaStack]:
+def stack(tmp_path_factory: pytest.TempPathFactory,
+          start_prometheus: PrometheusStarter) -> Iterator[KafkaStack]:
     root: Path = tmp_path_factory.mktemp("ops_live_kafka")
     proxy_port = free_port()
     broker = start_tansu(root / "tansu.log", advertised_port=proxy_port)
@@ -97,8 +98,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaStack]:
         create_topics(bootstrap, {TOPIC: PARTITIONS, f"{TOPIC}-out-assignments": PARTITIONS,
                                   f"{TOPIC}-out-events": 1, f"{TOPIC}-out-dlq": 1})
         service.start()
-        config = scrape_config_for_target(root / "prometheus", service.target)
-        prometheus = PrometheusServer(config, root / "prometheus").start()
+        prometheus = start_prometheus(service.target)
         s = KafkaStack(broker, proxy, service, prometheus)
         service.start_producing()
 

@@ -31,6 +31,7 @@ from tests.helpers.prometheus_server import (
     PROMETHEUS_SERIES,
     KafkaStreamkmService,
     PrometheusServer,
+    PrometheusStarter,
     TopicProducer,
     alerting_rules,
     dashboard_queries,
@@ -42,7 +43,6 @@ from tests.helpers.prometheus_server import (
     row_panels,
     rule_problems,
     scaleout_sample_names,
-    scrape_config_for_target,
     substitute_grafana_variables,
     unhealthy_rules,
     wait_for,
@@ -99,7 +99,8 @@ def panel(title: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaleoutStack]:
+def stack(tmp_path_factory: pytest.TempPathFactory,
+          start_prometheus: PrometheusStarter) -> Iterator[ScaleoutStack]:
     root: Path = tmp_path_factory.mktemp("ops_live_scaleout")
     broker = start_tansu(root / "tansu.log")
     bootstrap = broker.bootstrap
@@ -115,9 +116,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaleoutStack]:
             service.launch()
         for service in services.values():
             service.wait_listening()
-        config = scrape_config_for_target(root / "prometheus",
-                                          [s.target for s in services.values()])
-        prometheus = PrometheusServer(config, root / "prometheus").start()
+        prometheus = start_prometheus([s.target for s in services.values()])
         s = ScaleoutStack(services, producer, prometheus)
         producer.start()
 
