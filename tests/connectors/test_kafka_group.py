@@ -15,9 +15,10 @@ import pytest
 from tests.helpers.kafka_broker import (
     TansuBroker,
     create_topics,
-    latest_checkpoint,
     model_count,
+    owned_partitions,
     produce,
+    read_count,
     read_topic,
     valid_value,
     write_config,
@@ -31,21 +32,7 @@ GROUP = "g-group"
 
 
 def owned(log: Path) -> list[str]:
-    """Partitions the process owns according to its log (last assignment minus revocations)."""
-    current: set[str] = set()
-    for event in log_events(log):
-        if event.get("event") == "partitions_assigned":
-            current = set(event["owned"])
-        elif event.get("event") == "partitions_revoked":
-            current -= set(event["partitions"])
-    return sorted(current)
-
-
-def records_read(folder: Path) -> int:
-    try:
-        return int(latest_checkpoint(folder).counters.get("records_read", 0))
-    except AssertionError:
-        return 0
+    return sorted(owned_partitions(log))
 
 
 def produce_range(bootstrap: str, start: int, stop_: int) -> None:
@@ -69,7 +56,7 @@ def test_partitions_move_between_two_processes_nothing_skipped(
     a = start_service(config_a, a_log)
     b = None
     try:
-        wait_until(lambda: owned(a_log) == all_parts and records_read(a_dir) >= 900, 60,
+        wait_until(lambda: owned(a_log) == all_parts and read_count(a_dir) >= 900, 60,
                    "process A owning every partition and reading the first wave", [a])
 
         b = start_service(config_b, b_log)
@@ -78,7 +65,7 @@ def test_partitions_move_between_two_processes_nothing_skipped(
                    "the partitions split between A and B", [a, b])
         moved_to_b = owned(b_log)
         produce_range(bootstrap, 900, 1800)
-        wait_until(lambda: records_read(a_dir) + records_read(b_dir) >= 1800, 60,
+        wait_until(lambda: read_count(a_dir) + read_count(b_dir) >= 1800, 60,
                    "both processes reading the second wave", [a, b])
         # Let B checkpoint and commit what it read (an idle process writes no more
         # checkpoints), then kill it.

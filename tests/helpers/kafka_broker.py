@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from streamkm.exceptions import StateError
+from streamkm.scaleout.leader import ModelVersion
 from streamkm.service.checkpoint import checkpoint_files, read_checkpoint
-from tests.helpers.processes import free_port
+from tests.helpers.processes import free_port, log_events
 
 #: Group settings that let kafka-python join and rebalance promptly against Tansu.
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
@@ -365,3 +366,39 @@ def model_count(folder: Path) -> int:
     if ckpt.model_meta is None:
         return 0
     return int(ckpt.model_arrays["counts"].sum())
+
+
+def owned_partitions(log: Path) -> set[str]:
+    """Partitions the process owns according to its log (last assignment minus
+    revocations)."""
+    current: set[str] = set()
+    for event in log_events(log):
+        if event.get("event") == "partitions_assigned":
+            current = set(event["owned"])
+        elif event.get("event") == "partitions_revoked":
+            current -= set(event["partitions"])
+    return current
+
+
+class ModelTopic:
+    """Follows a scale-out model topic from the outside: the latest published version."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from streamkm_connectors.scaleout_kafka import ModelReader
+
+        self.latest: ModelVersion | None = None
+        self.reader = ModelReader({"bootstrap_servers": [bootstrap]}, topic,
+                                  max_fetch_bytes=1 << 21, on_version=self._on)
+
+    def _on(self, version: int, data: bytes) -> None:
+        self.latest = ModelVersion.from_bytes(data)
+
+    def count(self) -> int:
+        """Records the latest version has counted (0 before the first one)."""
+        self.reader.poll(0.1)
+        if self.latest is None or self.latest.model_arrays is None:
+            return 0
+        return int(self.latest.model_arrays["counts"].sum())
+
+    def close(self) -> None:
+        self.reader.close()

@@ -20,8 +20,14 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
-from streamkm.scaleout.leader import ModelVersion
-from tests.helpers.kafka_broker import TansuBroker, create_topics, produce, write_config
+from tests.helpers.kafka_broker import (
+    ModelTopic,
+    TansuBroker,
+    create_topics,
+    owned_partitions,
+    produce,
+    write_config,
+)
 from tests.helpers.processes import kill, log_events, start_service, stop, wait_until
 
 pytestmark = pytest.mark.kafka
@@ -77,28 +83,6 @@ publish_interval_ms = 150
     return configs
 
 
-class ModelTopic:
-    """Follows the model topic of a test from the outside."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        from streamkm_connectors.scaleout_kafka import ModelReader
-
-        self.latest: ModelVersion | None = None
-        self.reader = ModelReader({"bootstrap_servers": [bootstrap]}, topic,
-                                  max_fetch_bytes=1 << 21, on_version=self._on)
-
-    def _on(self, version: int, data: bytes) -> None:
-        self.latest = ModelVersion.from_bytes(data)
-
-    def count(self) -> int:
-        self.reader.poll(0.1)
-        if self.latest is None or self.latest.model_arrays is None:
-            return 0
-        return int(self.latest.model_arrays["counts"].sum())
-
-    def close(self) -> None:
-        self.reader.close()
-
 
 def leaders(logs: dict[str, Path]) -> list[tuple[float, str]]:
     """(time, member) of every leader election, in time order."""
@@ -108,15 +92,6 @@ def leaders(logs: dict[str, Path]) -> list[tuple[float, str]]:
                 if e.get("event") == "scaleout_leader_elected"]
     return sorted(out)
 
-
-def owned(log: Path) -> set[str]:
-    current: set[str] = set()
-    for e in log_events(log):
-        if e.get("event") == "partitions_assigned":
-            current = set(e["owned"])
-        elif e.get("event") == "partitions_revoked":
-            current -= set(e["partitions"])
-    return current
 
 
 def start_all(configs: dict[str, Path]) -> tuple[dict[str, subprocess.Popen[bytes]],
@@ -214,16 +189,16 @@ def test_worker_killed_partitions_move_counts_exact(kafka_broker: TansuBroker,
     model = ModelTopic(bootstrap, f"{prefix}-model")
     try:
         wait_until(lambda: model.count() >= 600 and leaders(logs)
-                   and sum(len(owned(log)) for log in logs.values()) == PARTITIONS
-                   and all(owned(log) for log in logs.values()), 90,
+                   and sum(len(owned_partitions(log)) for log in logs.values()) == PARTITIONS
+                   and all(owned_partitions(log) for log in logs.values()), 90,
                    "three workers sharing the partitions", list(procs.values()), interval=0.2)
         leader = leaders(logs)[-1][1]
         victim = next(m for m in sorted(procs) if m != leader)
-        moved = owned(logs[victim])
+        moved = owned_partitions(logs[victim])
         kill(procs[victim])
         produce_range(bootstrap, prefix, 1500, 3000)
         alive = [p for m, p in procs.items() if m != victim]
-        wait_until(lambda: moved <= set().union(*(owned(logs[m]) for m in procs if m != victim)),
+        wait_until(lambda: moved <= set().union(*(owned_partitions(logs[m]) for m in procs if m != victim)),
                    60, "the victim's partitions moving", alive, interval=0.2)
         wait_for_exact_count(model, n_valid(3000), alive)
         for proc in alive:

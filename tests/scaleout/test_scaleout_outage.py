@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamkm.scaleout.leader import ModelVersion
 from tests.helpers.kafka_broker import (
+    ModelTopic,
     TcpOutageProxy,
     create_topics,
     produce,
@@ -58,28 +58,6 @@ def produce_range(bootstrap: str, start: int, stop_: int) -> None:
     produce(bootstrap, PREFIX, [(f"k{i}".encode(), value(i), i % PARTITIONS)
                                 for i in range(start, stop_)])
 
-
-class ModelTopic:
-    """Follows the model topic from the outside."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from streamkm_connectors.scaleout_kafka import ModelReader
-
-        self.latest: ModelVersion | None = None
-        self.reader = ModelReader({"bootstrap_servers": [bootstrap]}, f"{PREFIX}-model",
-                                  max_fetch_bytes=1 << 21, on_version=self._on)
-
-    def _on(self, version: int, data: bytes) -> None:
-        self.latest = ModelVersion.from_bytes(data)
-
-    def count(self) -> int:
-        self.reader.poll(0.1)
-        if self.latest is None or self.latest.model_arrays is None:
-            return 0
-        return int(self.latest.model_arrays["counts"].sum())
-
-    def close(self) -> None:
-        self.reader.close()
 
 
 def configs(tmp: Path, bootstrap: str) -> dict[str, Path]:
@@ -125,7 +103,7 @@ def test_scaleout_processes_ride_out_a_broker_outage(tmp_path: Path) -> None:
         logs = {m: c.parent / "service.log" for m, c in cfgs.items()}
         procs = {m: start_service(c, logs[m]) for m, c in cfgs.items()}
         alive = list(procs.values())
-        model = ModelTopic(bootstrap)
+        model = ModelTopic(bootstrap, f"{PREFIX}-model")
         wait_until(lambda: all(metrics_url(log) for log in logs.values()), 30,
                    "the metrics endpoints", alive)
         urls = {m: str(metrics_url(log)) for m, log in logs.items()}
