@@ -184,9 +184,9 @@ class DriftController:
         n = rows.shape[0]
         if n < self.policy.min_reservoir:
             return None
-        kmat = kernel.block(rows, rows).astype(np.float64)
-        result = kernel_bisect(kernel_matrix=kmat, n_pairs=self.policy.n_pairs,
-                               max_iter=self.policy.max_iter, random_state=self.rng)
+        result = kernel_bisect(rows, kernel=kernel, n_pairs=self.policy.n_pairs,
+                               max_iter=self.policy.max_iter, seeding=self.policy.seeding,
+                               random_state=self.rng)
         side = result.labels
         smaller = min(int(side.sum()), n - int(side.sum()))
         accepted = (result.sse_reduction >= self.policy.min_sse_reduction

@@ -313,6 +313,7 @@ class DriftConfig(_Section):
     threshold: float | None = Field(default=None, gt=0)
     min_batch_rows: int | None = Field(default=None, ge=1)
     n_pairs: int | None = Field(default=None, ge=1)
+    seeding: Literal["rtmm", "rscd", "frus"] | None = None
     max_iter: int | None = Field(default=None, ge=1)
     min_sse_reduction: float | None = Field(default=None, ge=0, le=1)
     min_side_fraction: float | None = Field(default=None, ge=0, le=0.5)
