@@ -11,19 +11,41 @@ place (:meth:`StreamkmEstimator._validate_params`), and input checks that set an
 from __future__ import annotations
 
 from collections.abc import Mapping
+from numbers import Integral
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
+from sklearn.utils._param_validation import (
+    Interval,
+    InvalidParameterError,
+    validate_parameter_constraints,
+)
 from sklearn.utils.validation import validate_data
 
 from streamkm._validation import check_finite
 from streamkm.exceptions import InputTypeError, ParameterError, ValidationError
 
-__all__ = ["StreamkmEstimator", "same_param_value"]
+__all__ = ["StreamkmEstimator", "PreservesFloat32Mixin", "same_param_value",
+           "RANDOM_STATE_CONSTRAINT"]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
+
+#: ``random_state`` in every estimator: None, a non-negative int seed or a numpy Generator
+#: (see :func:`streamkm._validation.check_random_state`).
+RANDOM_STATE_CONSTRAINT: list[Any] = [
+    Interval(Integral, 0, None, closed="left"), np.random.Generator, None,
+]
+
+
+class PreservesFloat32Mixin:
+    """Tags a transformer whose ``transform`` keeps float32 input in float32 (put it first
+    among the bases, before ``TransformerMixin``)."""
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()  # type: ignore[misc]
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
 
 
 class StreamkmEstimator(BaseEstimator):

@@ -17,7 +17,12 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._estimator import StreamkmEstimator, same_param_value
+from streamkm._estimator import (
+    RANDOM_STATE_CONSTRAINT,
+    PreservesFloat32Mixin,
+    StreamkmEstimator,
+    same_param_value,
+)
 from streamkm._validation import check_array, check_random_state
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
@@ -83,8 +88,8 @@ class StepReport:
     events: tuple[dict[str, Any], ...] = ()
 
 
-class MiniBatchKernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
-                            StreamkmEstimator):
+class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+                            TransformerMixin, StreamkmEstimator):
     """Mini-batch kernel k-means with sliding-window truncated centers.
 
     Each center is a convex combination of recent data rows in the kernel's feature space
@@ -238,7 +243,7 @@ class MiniBatchKernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, Trans
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "wake_margin": [Interval(Real, 0, None, closed="left")],
         "smoothing": [Interval(Real, 0, 1, closed="right")],
-        "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
+        "random_state": RANDOM_STATE_CONSTRAINT,
         "drift": ["boolean", dict, DriftPolicy, None],
     }
 
@@ -318,10 +323,6 @@ class MiniBatchKernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, Trans
     def _n_features_out(self) -> int:
         return self.n_clusters_
 
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
 
     def _check_fitted(self) -> None:
         if not self._is_fitted():
