@@ -407,11 +407,15 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self._initialize(np.ascontiguousarray(x[init_rows]), rng)
         batch = min(self.batch_size, n)
         n_iter = 0
-        for n_iter in range(1, self.max_iter + 1):
-            rows = rng.integers(n, size=batch)
-            self.step(x[rows])
-            if self._monitor.converged:
-                break
+        self._rows_checked_by_fit = True
+        try:
+            for n_iter in range(1, self.max_iter + 1):
+                rows = rng.integers(n, size=batch)
+                self.step(x[rows])
+                if self._monitor.converged:
+                    break
+        finally:
+            del self._rows_checked_by_fit
         self.n_iter_ = n_iter
         sq_distances = self._chunked_distances(self._centers, x)
         self.labels_ = np.argmin(sq_distances, axis=1).astype(np.int64)
@@ -559,6 +563,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
 
     # ------------------------------------------------------------------ inference
     def _check_input(self, X: Any) -> np.ndarray:
+        if self.__dict__.get("_rows_checked_by_fit", False):
+            return X  # rows of the X that fit has validated (names already checked)
         x = self._validate_X(X, reset=False)
         return x if x.dtype == self._dtype else x.astype(self._dtype)
 
