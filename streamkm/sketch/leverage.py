@@ -59,6 +59,18 @@ class LeverageScoreSelector(BaseSketcher):
         Number of draws r.
     n_features_in_ : int
         Number of input features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.sketch import LeverageScoreSelector
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.hstack([rng.normal(size=(100, 2)) * 10, rng.normal(size=(100, 38)) * 0.01])
+    >>> selector = LeverageScoreSelector(n_components=5, n_clusters=2, random_state=0).fit(X)
+    >>> sorted(set(selector.selected_features_.tolist()))  # the two informative features
+    [0, 1]
+    >>> selector.transform(X).shape
+    (100, 5)
     """
 
     _parameter_constraints: dict[str, list[Any]] = {

@@ -102,6 +102,15 @@ class RandomProjection(BaseSketcher):
         Number of input features.
     density_ : float
         Fraction of nonzero entries expected in ``components_`` (1.0 unless sparse).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.sketch import RandomProjection
+    >>> X = np.random.default_rng(0).normal(size=(100, 500))
+    >>> sketch = RandomProjection(n_clusters=4, eps=0.5, random_state=0).fit(X)
+    >>> sketch.n_components_, sketch.transform(X).shape  # ceil(4 / 0.5**2) dimensions
+    (16, (100, 16))
     """
 
     _parameter_constraints: dict[str, list[Any]] = {

@@ -97,6 +97,18 @@ class ApproxSVD(BaseSketcher):
         k.
     n_features_in_ : int
         Number of input features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.sketch import ApproxSVD
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 30)) @ rng.normal(size=(30, 30))
+    >>> svd = ApproxSVD(3, random_state=0).fit(X)
+    >>> svd.transform(X).shape
+    (200, 3)
+    >>> bool(np.allclose(svd.components_ @ svd.components_.T, np.eye(3)))
+    True
     """
 
     _parameter_constraints: dict[str, list[Any]] = {
