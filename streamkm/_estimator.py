@@ -121,6 +121,13 @@ class StreamkmEstimator(BaseEstimator):
         :class:`~streamkm.ValidationError` (or :class:`~streamkm.InputTypeError`) with
         scikit-learn's wording; NaN / infinity is reported with its position.
         """
+        if (not reset and type(X) is np.ndarray and X.ndim == 2 and X.shape[0] > 0
+                and X.dtype in _FLOAT_DTYPES and X.flags.c_contiguous
+                and X.shape[1] == getattr(self, "n_features_in_", -1)
+                and not hasattr(self, "feature_names_in_")):
+            # the streaming hot path: an array the fitted model can take as it is
+            check_finite(X, name)
+            return X
         try:
             x = validate_data(
                 self, X, reset=reset, accept_sparse="csr" if accept_sparse else False,
