@@ -11,7 +11,7 @@ place (:meth:`StreamkmEstimator._validate_params`), and input checks that set an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,15 +19,17 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import (
     Interval,
     InvalidParameterError,
+    StrOptions,
     validate_parameter_constraints,
 )
 from sklearn.utils.validation import validate_data
 
 from streamkm._validation import check_finite
 from streamkm.exceptions import InputTypeError, ParameterError, ValidationError
+from streamkm.kernels import KERNELS
 
-__all__ = ["StreamkmEstimator", "PreservesFloat32Mixin", "same_param_value",
-           "RANDOM_STATE_CONSTRAINT"]
+__all__ = ["StreamkmEstimator", "PreservesFloat32Mixin", "SparseInputMixin",
+           "same_param_value", "RANDOM_STATE_CONSTRAINT", "KERNEL_CONSTRAINTS"]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -36,6 +38,27 @@ _FLOAT_DTYPES = (np.float64, np.float32)
 RANDOM_STATE_CONSTRAINT: list[Any] = [
     Interval(Integral, 0, None, closed="left"), np.random.Generator, None,
 ]
+
+
+#: The kernel parameters (and ``n_clusters``) of the kernel k-means estimators. Kernel
+#: names come from :mod:`streamkm.kernels`; ``gamma="auto"`` (like None) means the median
+#: heuristic.
+KERNEL_CONSTRAINTS: dict[str, list[Any]] = {
+    "n_clusters": [Interval(Integral, 1, None, closed="left")],
+    "kernel": [StrOptions(set(KERNELS))],
+    "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+    "degree": [Interval(Integral, 1, None, closed="left")],
+    "coef0": [Interval(Real, None, None, closed="neither")],
+}
+
+
+class SparseInputMixin:
+    """Tags an estimator that takes scipy sparse input (put it first among the bases)."""
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()  # type: ignore[misc]
+        tags.input_tags.sparse = True
+        return tags
 
 
 class PreservesFloat32Mixin:

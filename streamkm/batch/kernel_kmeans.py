@@ -15,13 +15,13 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._estimator import RANDOM_STATE_CONSTRAINT, StreamkmEstimator
+from streamkm._estimator import KERNEL_CONSTRAINTS, RANDOM_STATE_CONSTRAINT, StreamkmEstimator
 from streamkm._numba.lloyd import assign_from_inner
 from streamkm._validation import check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, row_chunks
 from streamkm.batch.seeding import d2_sampling, farthest_first
 from streamkm.exceptions import ParameterError
-from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
+from streamkm.kernels import KernelSpec, median_heuristic_gamma
 
 __all__ = ["KernelKMeans", "kernel_lloyd", "KernelLloydResult"]
 
@@ -282,11 +282,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     """
 
     _parameter_constraints: dict[str, list[Any]] = {
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "kernel": [StrOptions(set(KERNELS))],
-        "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
-        "degree": [Interval(Integral, 1, None, closed="left")],
-        "coef0": [Interval(Real, None, None, closed="neither")],
+        **KERNEL_CONSTRAINTS,
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],

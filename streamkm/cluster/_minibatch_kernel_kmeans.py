@@ -18,6 +18,7 @@ from sklearn.base import (
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from streamkm._estimator import (
+    KERNEL_CONSTRAINTS,
     RANDOM_STATE_CONSTRAINT,
     PreservesFloat32Mixin,
     StreamkmEstimator,
@@ -32,7 +33,7 @@ from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_p
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
-from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
+from streamkm.kernels import KernelSpec, median_heuristic_gamma
 from streamkm.state_io import read_npz, write_npz_atomic
 
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
@@ -226,11 +227,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     """
 
     _parameter_constraints: dict[str, list[Any]] = {
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "kernel": [StrOptions(set(KERNELS))],
-        "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
-        "degree": [Interval(Integral, 1, None, closed="left")],
-        "coef0": [Interval(Real, None, None, closed="neither")],
+        **KERNEL_CONSTRAINTS,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "tau": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [StrOptions({"sqrt", "count"})],

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 
-from streamkm._estimator import PreservesFloat32Mixin, StreamkmEstimator
+from streamkm._estimator import PreservesFloat32Mixin, SparseInputMixin, StreamkmEstimator
 from streamkm.exceptions import NotFittedError, StateError
 from streamkm.sketch._sparse import SketchInput
 
@@ -20,8 +20,8 @@ STATE_FORMAT_VERSION = 1
 _FLOAT_DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
-class BaseSketcher(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
-                   StreamkmEstimator):
+class BaseSketcher(SparseInputMixin, PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin,
+                   TransformerMixin, StreamkmEstimator):
     """Base of the sketchers: validation, ``fit_transform`` and state (de)serialisation.
 
     A sketcher is a scikit-learn transformer (dense or CSR input, float32 kept). Subclasses
@@ -36,11 +36,6 @@ class BaseSketcher(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin, Trans
     # -- parameters -------------------------------------------------------------------
     def _check_params_for(self, n_features: int) -> None:
         """Parameter checks that depend on the number of input features (none by default)."""
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
 
     @property
     def _n_features_out(self) -> int:

@@ -23,7 +23,7 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import HasMethods, Interval
 
-from streamkm._estimator import StreamkmEstimator
+from streamkm._estimator import SparseInputMixin, StreamkmEstimator
 from streamkm._version import __version__
 from streamkm.exceptions import NotFittedError, StateError
 from streamkm.sketch._base import STATE_FORMAT_VERSION, BaseSketcher
@@ -59,8 +59,8 @@ def _split_prefixed(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.
     return {name[len(prefix):]: a for name, a in arrays.items() if name.startswith(prefix)}
 
 
-class SketchedKernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
-                           StreamkmEstimator):
+class SketchedKernelKMeans(SparseInputMixin, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+                           TransformerMixin, StreamkmEstimator):
     """Streaming kernel k-means on sketched features, re-sketched as the stream changes.
 
     Each batch is sketched with ``sketcher_`` and given to ``model_.step`` together with its
@@ -160,11 +160,6 @@ class SketchedKernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, Transf
 
     def __sklearn_is_fitted__(self) -> bool:
         return self._is_fitted()
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
 
     @property
     def _n_features_out(self) -> int:

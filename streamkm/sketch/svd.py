@@ -7,7 +7,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
 from streamkm._estimator import RANDOM_STATE_CONSTRAINT
 from streamkm._validation import check_random_state
