@@ -51,8 +51,8 @@ def check_finite(arr: np.ndarray, name: str = "X") -> None:
     if not np.isfinite(arr).all():
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise ValidationError(
-            f"{name} contains NaN or infinity: got {float(arr[bad[0], bad[1]])!r} at row "
-            f"{int(bad[0])}, column {int(bad[1])}"
+            f"{name} must be finite, got {float(arr[bad[0], bad[1]])!r} at row "
+            f"{int(bad[0])}, column {int(bad[1])} (NaN and infinity are not accepted)"
         )
 
 
