@@ -26,8 +26,6 @@ from streamkm.sketch import (
 
 pytestmark = pytest.mark.unit
 
-pd = pytest.importorskip("pandas")
-
 
 def _fast_engine(**params):
     base = dict(batch_size=32, n_init=1, max_iter=20, n_warmup=10, random_state=0)
@@ -154,6 +152,7 @@ def test_fit_predict_is_labels_of_fit_for_every_clusterer():
 
 
 def test_dataframe_feature_names_are_recorded_and_checked():
+    pd = pytest.importorskip("pandas")
     x, _ = _labelled_blobs(n=120)
     frame = pd.DataFrame(x, columns=["a", "b", "c"])
     model = MiniBatchKernelKMeans(3, random_state=0).fit(frame)
@@ -171,6 +170,7 @@ def test_dataframe_feature_names_are_recorded_and_checked():
 
 
 def test_feature_names_survive_save_and_load(tmp_path):
+    pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(_labelled_blobs(n=120)[0], columns=["a", "b", "c"])
     model = MiniBatchKernelKMeans(3, random_state=0).partial_fit(frame)
     model.save(tmp_path / "m.npz")
@@ -181,6 +181,7 @@ def test_feature_names_survive_save_and_load(tmp_path):
 
 
 def test_transform_inside_a_column_transformer():
+    pd = pytest.importorskip("pandas")
     x, _ = _labelled_blobs(n=150)
     frame = pd.DataFrame(x, columns=["a", "b", "c"]).assign(tag=np.arange(150) % 2)
     ct = ColumnTransformer([
