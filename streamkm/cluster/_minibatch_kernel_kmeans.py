@@ -3,28 +3,37 @@
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-
-from streamkm._estimator import ParamsMixin
-from streamkm._raw_rows import RawRows
-from streamkm._rng_state import rng_from_json_state, rng_state_to_json
-from streamkm._validation import (
-    check_array,
-    check_choice,
-    check_float,
-    check_int,
-    check_random_state,
+from sklearn.base import (
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
 )
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from streamkm._estimator import (
+    KERNEL_CONSTRAINTS,
+    RANDOM_STATE_CONSTRAINT,
+    PreservesFloat32Mixin,
+    StreamkmEstimator,
+    same_param_value,
+)
+from streamkm._validation import check_array, check_random_state
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
-from streamkm.exceptions import NotFittedError, StateError, ValidationError
-from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
+from streamkm._raw_rows import RawRows
+from streamkm._rng_state import rng_from_json_state, rng_state_to_json
+from streamkm.drift.policy import DriftPolicy
+from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
+from streamkm.kernels import KernelSpec, median_heuristic_gamma
 from streamkm.model import StepReport
 from streamkm.state_io import read_npz, write_npz_atomic
 
@@ -33,9 +42,14 @@ __all__ = ["MiniBatchKernelKMeans", "StepReport"]
 STATE_FORMAT = "streamkm.MiniBatchKernelKMeans"
 STATE_VERSION = 1
 _BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in transform / predict
+#: Parameters a fitted model is built from: changing one between ``partial_fit`` / ``step``
+#: calls raises (refit or clone instead). The others take effect as documented in the class.
+FROZEN_AFTER_FIT = ("n_clusters", "kernel", "gamma", "degree", "coef0", "tau", "tol",
+                    "patience", "wake_margin", "smoothing", "drift")
 
 
-class MiniBatchKernelKMeans(ParamsMixin):
+class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+                            TransformerMixin, StreamkmEstimator):
     """Mini-batch kernel k-means with sliding-window truncated centers.
 
     Each center is a convex combination of recent data rows in the kernel's feature space
@@ -51,9 +65,9 @@ class MiniBatchKernelKMeans(ParamsMixin):
         Number of clusters k.
     kernel : {"rbf", "laplacian", "polynomial", "cosine", "linear"}, default="rbf"
         The kernel K(x, y) (see :class:`streamkm.kernels.KernelSpec`).
-    gamma : float, optional
-        Kernel coefficient. Default: for rbf 1 / median squared pairwise distance of the
-        initialisation sample, for laplacian 1 / median L1 distance, for polynomial
+    gamma : float, "auto" or None, default=None
+        Kernel coefficient. None or ``"auto"``: for rbf 1 / median squared pairwise distance
+        of the initialisation sample, for laplacian 1 / median L1 distance, for polynomial
         1 / n_features. Resolved value in ``gamma_``.
     degree : int, default=3
         Degree of the polynomial kernel.
@@ -104,7 +118,20 @@ class MiniBatchKernelKMeans(ParamsMixin):
 
     Attributes
     ----------
+    labels_ : ndarray of shape (n_samples,), int64
+        After :meth:`fit`: the cluster of each row of the fitted X (``predict(X)`` with the
+        final centers). After :meth:`partial_fit`: the clusters of the rows of the latest
+        batch, assigned with the centers as they were *before* that batch's update (what
+        the stream was told when the batch arrived). Not part of the saved state.
+    inertia_ : float
+        Sum of the squared kernel distances of those same rows to their centers (weighted
+        by ``sample_weight`` in :meth:`partial_fit`). Not part of the saved state.
+    n_iter_ : int
+        Mini-batch steps run by the latest :meth:`fit` (set by :meth:`fit` only).
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,), str
+        Column names of the first fitted X when it was a DataFrame with string column
+        names; later input must have the same names (as in scikit-learn).
     n_steps_ : int
         Steps taken (each batch is one step, assign-only or not).
     converged_ : bool
@@ -127,7 +154,54 @@ class MiniBatchKernelKMeans(ParamsMixin):
         ``cluster_ids_[predict(X)]`` are stable ids). ``arange(n_clusters)`` without drift.
     n_splits_ / n_merges_ : int
         Drift splits and merges so far (0 without drift handling).
+
+    Notes
+    -----
+    Changing parameters between :meth:`partial_fit` (or :meth:`step`) calls with
+    ``set_params``: ``learning_rate`` takes effect at the next step; ``batch_size``,
+    ``max_iter``, ``init``, ``n_init``, ``init_size``, ``n_warmup`` and ``random_state``
+    only matter when the model starts (:meth:`fit`, or the first :meth:`partial_fit`) and
+    are ignored until then. The parameters the fitted state is built from
+    (``n_clusters``, ``kernel``, ``gamma``, ``degree``, ``coef0``, ``tau``, ``tol``,
+    ``patience``, ``wake_margin``, ``smoothing``, ``drift``) cannot change: the next
+    :meth:`partial_fit` raises :class:`~streamkm.ParameterError` naming the parameter;
+    :meth:`fit` (or ``sklearn.base.clone``) starts over with the new values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm import MiniBatchKernelKMeans
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 0.3, (100, 2)), rng.normal(4, 0.3, (100, 2))])
+    >>> model = MiniBatchKernelKMeans(2, batch_size=64, n_init=1, random_state=0).fit(X)
+    >>> sorted(np.bincount(model.labels_).tolist())
+    [100, 100]
+    >>> bool(model.predict([[0.1, -0.2]])[0] != model.predict([[4.2, 3.9]])[0])
+    True
+    >>> stream = MiniBatchKernelKMeans(2, random_state=0)
+    >>> for batch in np.array_split(rng.permutation(X), 4):
+    ...     stream = stream.partial_fit(batch)
+    >>> stream.n_steps_, stream.labels_.shape
+    (4, (50,))
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        **KERNEL_CONSTRAINTS,
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "tau": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [StrOptions({"sqrt", "count"})],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "patience": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"k-means++", "farthest"})],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "init_size": [Interval(Integral, 1, None, closed="left"), None],
+        "n_warmup": [Interval(Integral, 0, None, closed="left")],
+        "wake_margin": [Interval(Real, 0, None, closed="left")],
+        "smoothing": [Interval(Real, 0, 1, closed="right")],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+        "drift": ["boolean", dict, DriftPolicy, None],
+    }
 
     def __init__(
         self,
@@ -173,33 +247,26 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.drift = drift
 
     # ------------------------------------------------------------------ parameters
-    def _validate_params(self) -> None:
-        check_int(self.n_clusters, "n_clusters", low=1)
-        check_choice(self.kernel, "kernel", KERNELS)
-        if self.gamma is not None:
-            check_float(self.gamma, "gamma", low=0.0, low_inclusive=False)
-        check_int(self.degree, "degree", low=1)
-        check_float(self.coef0, "coef0")
-        check_int(self.batch_size, "batch_size", low=1)
-        check_int(self.tau, "tau", low=1)
-        check_choice(self.learning_rate, "learning_rate", ("sqrt", "count"))
-        check_float(self.tol, "tol", low=0.0)
-        check_int(self.patience, "patience", low=1)
-        check_int(self.max_iter, "max_iter", low=1)
-        check_choice(self.init, "init", ("k-means++", "farthest"))
-        check_int(self.n_init, "n_init", low=1)
-        if self.init_size is not None:
-            check_int(self.init_size, "init_size", low=1)
-        check_int(self.n_warmup, "n_warmup", low=0)
-        check_float(self.wake_margin, "wake_margin", low=0.0)
-        check_float(self.smoothing, "smoothing", low=0.0, high=1.0, low_inclusive=False)
+    def _check_param_relations(self) -> None:
         policy = self._drift_policy()
         if policy is not None:
             policy.check_against(int(self.n_clusters))
 
-    def _drift_policy(self) -> Any:
-        from streamkm.drift.policy import DriftPolicy
+    def _check_frozen_params(self) -> None:
+        """Refuse a change, since the model started, of a parameter its state is built from."""
+        for name, fitted in self._fitted_params.items():
+            now = getattr(self, name)
+            if not same_param_value(now, fitted):
+                raise ParameterError(
+                    f"{name} was changed from {fitted!r} to {now!r} after fitting; "
+                    f"{type(self).__name__} cannot change {name} while it learns: call fit "
+                    f"(or clone the estimator) to start over with the new value"
+                )
 
+    def _remember_frozen_params(self) -> None:
+        self._fitted_params = {name: getattr(self, name) for name in FROZEN_AFTER_FIT}
+
+    def _drift_policy(self) -> Any:
         return DriftPolicy.from_param(self.drift)
 
     def _is_fitted(self) -> bool:
@@ -212,6 +279,14 @@ class MiniBatchKernelKMeans(ParamsMixin):
     def state_parts(self) -> dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]:
         """The fitted state by checkpoint namespace: ``{"model": self.get_state()}``."""
         return {"model": self.get_state()}
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self._is_fitted()
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_clusters_
+
 
     def _check_fitted(self) -> None:
         if not self._is_fitted():
@@ -234,7 +309,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self._rng = rng
         self.n_features_in_ = sample.shape[1]
         self._dtype = sample.dtype
-        gamma = self.gamma
+        gamma = None if self.gamma == "auto" else self.gamma
         if gamma is None and self.kernel in ("rbf", "laplacian", "polynomial"):
             gamma = median_heuristic_gamma(sample, self.kernel, rng)
         self.gamma_ = None if self.kernel in ("cosine", "linear") else float(gamma)
@@ -264,6 +339,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.batch_objective_ = math.nan
         self.improvement_ = None
         self.init_objective_ = best_objective
+        self._remember_frozen_params()
         policy = self._drift_policy()
         if policy is not None:
             from streamkm.drift.controller import DriftController
@@ -275,13 +351,14 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
 
     # ------------------------------------------------------------------ learning
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
         """Fit on X: mini-batches sampled with replacement until early stop or ``max_iter``.
 
         Early stop: ``patience`` steps in a row with relative improvement below ``tol``.
+        Sets ``labels_`` and ``inertia_`` for X with the final centers and ``n_iter_``.
         """
-        self._validate_params()
-        x = check_array(X)
+        x = self._validate_X(X, reset=True)
         self._reset()
         rng = check_random_state(self.random_state)
         n = x.shape[0]
@@ -293,11 +370,20 @@ class MiniBatchKernelKMeans(ParamsMixin):
         init_rows = np.sort(rng.choice(n, size=init_size, replace=False))
         self._initialize(np.ascontiguousarray(x[init_rows]), rng)
         batch = min(self.batch_size, n)
-        for _ in range(self.max_iter):
-            rows = rng.integers(n, size=batch)
-            self.step(x[rows])
-            if self._monitor.converged:
-                break
+        n_iter = 0
+        self._rows_checked_by_fit = True
+        try:
+            for n_iter in range(1, self.max_iter + 1):
+                rows = rng.integers(n, size=batch)
+                self.step(x[rows])
+                if self._monitor.converged:
+                    break
+        finally:
+            del self._rows_checked_by_fit
+        self.n_iter_ = n_iter
+        sq_distances = self._chunked_distances(self._centers, x)
+        self.labels_ = np.argmin(sq_distances, axis=1).astype(np.int64)
+        self.inertia_ = float(sq_distances.min(axis=1).sum(dtype=np.float64))
         return self
 
     def partial_fit(self, X: Any, y: Any = None,
@@ -305,9 +391,15 @@ class MiniBatchKernelKMeans(ParamsMixin):
         """One mini-batch step on X (the first call initialises from X). Returns self.
 
         ``sample_weight``: optional positive integer multiplicity of each row (see
-        :meth:`step`).
+        :meth:`step`). Sets ``labels_`` / ``inertia_`` for this batch (see the class
+        attributes); which parameters may change between calls is in the class Notes.
         """
-        self.step(X, sample_weight=sample_weight)
+        report = self.step(X, sample_weight=sample_weight)
+        self.labels_ = report.labels
+        distances = report.sq_distances.astype(np.float64)
+        if sample_weight is not None:
+            distances = distances * np.asarray(sample_weight, dtype=np.float64)
+        self.inertia_ = float(distances.sum())
         return self
 
     def step(self, X: Any, *, raw: RawRows | None = None,
@@ -337,12 +429,13 @@ class MiniBatchKernelKMeans(ParamsMixin):
             raise ValidationError("sample_weight cannot be combined with raw rows (sketching)")
         if not self._is_fitted():
             self._validate_params()
-            x = check_array(X)
+            x = self._validate_X(X, reset=True)
             self._check_raw(raw, x.shape[0], first=True)
             init_size = x.shape[0] if self.init_size is None else min(x.shape[0], self.init_size)
             self._initialize(x[:init_size], check_random_state(self.random_state),
                              None if raw is None else raw[:init_size])
         else:
+            self._check_frozen_params()
             x = self._check_input(X)
             self._check_raw(raw, x.shape[0], first=False)
         x_sq = sq_norms(x)
@@ -427,13 +520,16 @@ class MiniBatchKernelKMeans(ParamsMixin):
             spreads_before = drift.window_spreads(self._centers, self._kernel_spec)
         self._centers.reproject(rows)
         self.n_features_in_ = int(rows.shape[1])
+        self.__dict__.pop("feature_names_in_", None)
         if drift is not None:
             drift.reproject(transform, self.n_features_in_, self._centers, self._kernel_spec,
                             spreads_before)
 
     # ------------------------------------------------------------------ inference
     def _check_input(self, X: Any) -> np.ndarray:
-        x = check_array(X, n_features=self.n_features_in_)
+        if self.__dict__.get("_rows_checked_by_fit", False):
+            return X  # rows of the X that fit has validated (names already checked)
+        x = self._validate_X(X, reset=False)
         return x if x.dtype == self._dtype else x.astype(self._dtype)
 
     def _chunked_distances(self, store: SupportCenters | ExplicitCenters, x: np.ndarray) -> np.ndarray:
@@ -448,22 +544,24 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
         return out
 
-    def transform(self, X: Any) -> np.ndarray:
-        """Squared kernel distances ||phi(x) - C_j||^2, shape (n_samples, n_clusters)."""
+    def _sq_distances(self, X: Any) -> np.ndarray:
         self._check_fitted()
         return self._chunked_distances(self._centers, self._check_input(X))
 
+    def transform(self, X: Any) -> np.ndarray:
+        """Squared kernel distances ||phi(x) - C_j||^2, shape (n_samples, n_clusters).
+
+        A DataFrame with ``set_output(transform="pandas")``.
+        """
+        return self._sq_distances(X)
+
     def predict(self, X: Any) -> np.ndarray:
         """Index of the nearest center of each row (int64)."""
-        return np.argmin(self.transform(X), axis=1).astype(np.int64)
-
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit on X, then predict X."""
-        return self.fit(X).predict(X)
+        return np.argmin(self._sq_distances(X), axis=1).astype(np.int64)
 
     def score(self, X: Any, y: Any = None) -> float:
         """Minus the mean squared kernel distance of the rows of X to their nearest center."""
-        return -float(self.transform(X).min(axis=1).mean(dtype=np.float64))
+        return -float(self._sq_distances(X).min(axis=1).mean(dtype=np.float64))
 
     @property
     def converged_(self) -> bool:
@@ -547,6 +645,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
             "monitor": self._monitor.to_dict(),
             "raw_n_features": getattr(self, "_raw_n_features", None),
             "rng": rng_state_to_json(self._rng),
+            "feature_names_in": (None if not hasattr(self, "feature_names_in_")
+                                 else [str(n) for n in self.feature_names_in_]),
         }
         drift = self.__dict__.get("_drift")
         if drift is not None:
@@ -591,6 +691,9 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
             model._monitor.load_dict(meta["monitor"])
             model._rng = rng_from_json_state(meta["rng"])
+            model._remember_frozen_params()
+            if meta.get("feature_names_in") is not None:
+                model.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
             if meta.get("drift") is not None:
                 from streamkm.drift.controller import DriftController
 

@@ -79,8 +79,8 @@ def check_sketch_input(x: Any, *, name: str = "X", n_features: int | None = None
         pos = int(np.flatnonzero(~finite)[0])
         row = int(np.searchsorted(csr.indptr, pos, side="right") - 1)
         raise ValidationError(
-            f"{name} must be finite, got {csr.data[pos]!r} at row {row}, "
-            f"column {int(csr.indices[pos])}"
+            f"{name} must be finite, got {float(csr.data[pos])!r} at row {row}, "
+            f"column {int(csr.indices[pos])} (NaN and infinity are not accepted)"
         )
     if n_features is not None and csr.shape[1] != n_features:
         raise ValidationError(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
-from streamkm._validation import check_float, check_int, check_random_state
+from streamkm._estimator import RANDOM_STATE_CONSTRAINT
+from streamkm._validation import check_random_state
 from streamkm.exceptions import ValidationError
 from streamkm.sketch._base import BaseSketcher, float_dtype_from_name, require_array
 from streamkm.sketch._sparse import SketchInput, left_multiply_transposed, right_multiply
@@ -57,8 +60,8 @@ def approximate_right_singular_vectors(
     n_samples, n_features = x.shape
     if n_components > min(n_samples, n_features):
         raise ValidationError(
-            f"n_components={n_components!r} exceeds min(n_samples, n_features) = "
-            f"{min(n_samples, n_features)} of the input of shape {x.shape!r}"
+            f"n_components={n_components!r} exceeds min(n_samples={n_samples}, "
+            f"n_features={n_features}) = {min(n_samples, n_features)} of the input"
         )
     width = range_finder_width(n_components, eps)
     omega = rng.standard_normal((n_features, width)).astype(x.dtype)
@@ -94,9 +97,25 @@ class ApproxSVD(BaseSketcher):
         k.
     n_features_in_ : int
         Number of input features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.sketch import ApproxSVD
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 30)) @ rng.normal(size=(30, 30))
+    >>> svd = ApproxSVD(3, random_state=0).fit(X)
+    >>> svd.transform(X).shape
+    (200, 3)
+    >>> bool(np.allclose(svd.components_ @ svd.components_.T, np.eye(3)))
+    True
     """
 
-    _PARAM_NAMES = ("n_components", "eps", "random_state")
+    _parameter_constraints: dict[str, list[Any]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "eps": [Interval(Real, 0, 1, closed="right")],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
 
     components_: np.ndarray
 
@@ -104,11 +123,6 @@ class ApproxSVD(BaseSketcher):
         self.n_components = n_components
         self.eps = eps
         self.random_state = random_state
-
-    def _validate_params(self, n_features: int) -> None:
-        check_int(self.n_components, "n_components", low=1)
-        check_float(self.eps, "eps", low=0.0, high=1.0, low_inclusive=False)
-        check_random_state(self.random_state)
 
     def _fit(self, x: SketchInput) -> None:
         k = int(self.n_components)
