@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm.decoding_sparse import is_sparse_rows
+from streamkm._sparse import is_sparse
 from streamkm.exceptions import StateError
 from streamkm.service.config import ServiceConfig, SketchConfig
 from streamkm.service.logs import log_event
@@ -124,7 +124,7 @@ class ServiceSketching:
     def step(self, model: Any, X: Any) -> tuple[Any, list[dict[str, Any]]]:
         """Step ``model`` on the batch ``X``; return its report and the re-sketch events."""
         if not self.enabled:
-            if is_sparse_rows(X):
+            if is_sparse(X):
                 X = X.toarray()
             return model.step(X), []
         report = model.step(X)

@@ -14,7 +14,7 @@ import numpy as np
 
 from streamkm._validation import check_int
 from streamkm.exceptions import StateError, ValidationError
-from streamkm.sketch._sparse import is_sparse
+from streamkm._sparse import is_sparse
 
 __all__ = ["RowReservoir", "RESERVOIR_FORMAT"]
 
