@@ -110,11 +110,13 @@ def run_service(config: Any, n: int) -> dict[str, float]:
     service = Service(config)
     service.start()
     marks: dict[str, float] = {}
+    at_first: dict[str, float] = {}
 
     def watch() -> None:
         while service.status.records_accepted < BATCH:
             time.sleep(0.0005)
         marks["first"] = time.perf_counter()
+        at_first.update(_time_parts(service.status))
         while service.status.records_accepted < n:
             time.sleep(0.0005)
         marks["done"] = time.perf_counter()
@@ -124,8 +126,16 @@ def run_service(config: Any, n: int) -> dict[str, float]:
     watcher.start()
     service.run()
     watcher.join()
-    return {"rate": (n - BATCH) / (marks["done"] - marks["first"]),
-            "first_batch_s": marks["first"] - t_start}
+    wall = marks["done"] - marks["first"]
+    parts = {key: (value - at_first[key]) / wall
+             for key, value in _time_parts(service.status).items()}
+    return {"rate": (n - BATCH) / wall, "first_batch_s": marks["first"] - t_start, **parts}
+
+
+def _time_parts(status: Any) -> dict[str, float]:
+    """Seconds the service spent reading, decoding, in the engine and in the sinks."""
+    return {"read": status.read_seconds, "decode": status.decode_seconds,
+            "engine": status.model_seconds, "sinks": status.sink_seconds}
 
 
 def file_source(data: Path, fmt: str, dim: int) -> dict[str, Any]:
@@ -146,8 +156,8 @@ def engine_part(tmp: Path, repeats: int, k: int) -> None:
     print(f"## Service from a file vs the engine alone (k={k}, rbf, tau=200, batch {BATCH}, "
           f"{repeats} interleaved repeats, median (min-max))\n")
     print("| format | dtype | d | records | model | updates | engine rec/s | service rec/s "
-          "| service / engine |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| service / engine | service time: read / decode / engine / sinks |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for fmt, dtype, dim, n in ENGINE_ROWS:
         x = make_data(n, dim, k)
         data = tmp / f"in-{fmt}-{dim}"
@@ -157,6 +167,9 @@ def engine_part(tmp: Path, repeats: int, k: int) -> None:
             data.write_bytes(x.astype("<f4").tobytes())
         for mode in MODES:
             engine, service, ratios, updates = [], [], [], []
+            shares: dict[str, list[float]] = {key: [] for key in ("read", "decode", "engine",
+                                                                  "sinks")}
+            engine_only(x, k, dtype, mode)  # compiles the numba specialisations of this mode
             for rep in range(repeats):
                 e = engine_only(x, k, dtype, mode)
                 folder = tmp / f"{fmt}-{dim}-{mode}-{rep}"
@@ -167,9 +180,12 @@ def engine_part(tmp: Path, repeats: int, k: int) -> None:
                 service.append(s["rate"])
                 ratios.append(s["rate"] / e["rate"])
                 updates.append(e["updates"])
+                for key, values in shares.items():
+                    values.append(s[key])
+            split = " / ".join(f"{100 * statistics.median(v):.0f}%" for v in shares.values())
             print(f"| {fmt} | {dtype} | {dim} | {n:,} | {mode} | "
                   f"{100 * statistics.median(updates):.0f}% | {summary(engine)} | "
-                  f"{summary(service)} | {summary(ratios, '.2f')} |", flush=True)
+                  f"{summary(service)} | {summary(ratios, '.2f')} | {split} |", flush=True)
     print()
 
 
