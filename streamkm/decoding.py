@@ -7,8 +7,10 @@ dead-letter sink instead of the model. Three wire formats:
 ``"json"``
     One JSON object per record, ``{"id": "a1", "x": [0.5, 1.25, ...]}`` (field names
     configurable). A missing or ``null`` id is derived from the record's position
-    (``"path:offset"``). ``NaN`` / ``Infinity`` literals are parsed and then rejected as
-    non-finite. ``true`` / ``false`` / strings / nested lists in ``x`` are unparseable.
+    (``"path:offset"``, undecodable file-name bytes written ``\\xNN``). A string id that no
+    UTF-8 output can carry (a lone surrogate escape) is ``invalid_id``. ``NaN`` /
+    ``Infinity`` literals are parsed and then rejected as non-finite. ``true`` / ``false`` /
+    strings / nested lists in ``x`` are unparseable.
 ``"csv"``
     Comma-separated numbers (no quoting, except an id may be wrapped in double quotes),
     optionally with an id column (``csv_id_column``, an index
@@ -28,8 +30,9 @@ dead-letter sink instead of the model. Three wire formats:
 
 Every accepted row is finite and within ``max_abs_value`` in absolute value. The batch
 path :meth:`RecordDecoder.decode_many` is the service's hot path: per record it does only
-the unavoidable Python work (one ``json.loads`` / one ``split``), and the numeric
-conversion and all range checks run once per batch in numpy. float32 batches are a single
+the unavoidable Python work (one typed msgspec decode / one ``split``), and the numeric
+conversion and all range checks run once per batch in numpy. A JSON record the typed
+decoder refuses is decoded again by the standard library, which names the exact reason. float32 batches are a single
 ``np.frombuffer`` over the joined records.
 """
 
