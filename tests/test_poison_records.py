@@ -51,8 +51,9 @@ EXAMPLES = max(1, math.ceil(TOTAL_RECORDS / PER_EXAMPLE))
 FILE_NAMES = ["in.jsonl", "données.jsonl", os.fsdecode(b"bad-\xff\xfe.jsonl"),
               os.fsdecode(b"\xc3(.jsonl")]
 #: Fragments the mutations splice in: escapes, quotes, invalid UTF-8, numbers, literals.
-FRAGMENTS = [b'"\\ud800"', b"\\udc00", b"\\u0000", b'"', b"\\", b"\xff", b"\xc3\x28", b"\xed\xa0\x80",
-             b"\x00", b"NaN", b"-Infinity", b"1e999", b"1" * 30, b"true", b"null", b"[", b"]",
+FRAGMENTS = [b'"\\ud800"', b"\\udc00", b"\\u0000", b'"', b"\\", b"\xff", b"\xc3\x28",
+             b"\xed\xa0\x80", b"\x00", b"NaN", b"-Infinity", b"1e999", b"1" * 30, b"true",
+             b"null", b"[", b"]",
              b"{", b"}", b",", b":", b'"id":', b'"x":', b'"indices":[0,1]', b'"values":[1,2]',
              b"\n", b"\r", b" "]
 
@@ -214,7 +215,8 @@ def run_through_everything(records: list[RawRecord], fmt: str, folder: Path) -> 
     dead = DeadLetterFileSink(folder / "dead.jsonl")
     producer = SerialisingProducer()
     handle = KafkaProducerHandle({}, producer_factory=lambda: producer)
-    kafka_sinks = (AssignmentKafkaSink(handle.acquire(), "a"), EventKafkaSink(handle.acquire(), "e"),
+    kafka_sinks = (AssignmentKafkaSink(handle.acquire(), "a"),
+                   EventKafkaSink(handle.acquire(), "e"),
                    DeadLetterKafkaSink(handle.acquire(), "d"))
     accepted_offsets: list[int] = []
     n_assigned = n_dead = 0
