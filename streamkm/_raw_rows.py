@@ -10,15 +10,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RawRows", "is_sparse", "stack_rows", "cluster_means", "raw_to_arrays",
+from streamkm._sparse import is_sparse
+
+__all__ = ["RawRows", "stack_rows", "cluster_means", "raw_to_arrays",
            "raw_from_arrays"]
 
 RawRows = Any  # np.ndarray or scipy.sparse.csr_matrix / csr_array
-
-
-def is_sparse(raw: RawRows) -> bool:
-    """True for a scipy sparse matrix or array."""
-    return hasattr(raw, "tocsr") and not isinstance(raw, np.ndarray)
 
 
 def stack_rows(parts: list[RawRows]) -> RawRows:

@@ -91,10 +91,10 @@ class KafkaSourceConfig(_Section):
     group_id: str = Field(default="streamkm", min_length=1)
     group_instance_id: str | None = Field(default=None, min_length=1)
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
-    session_timeout_ms: int = Field(default=10000, gt=0)
-    heartbeat_interval_ms: int = Field(default=3000, gt=0)
+    session_timeout_ms: int = Field(default=6000, gt=0)
+    heartbeat_interval_ms: int = Field(default=1000, gt=0)
     max_poll_interval_ms: int = Field(default=30000, gt=0)
-    max_poll_records: int = Field(default=500, gt=0)
+    max_poll_records: int = Field(default=2000, gt=0)
     max_record_bytes: int = Field(default=1 << 20, gt=0)
     max_buffered_records: int = Field(default=10000, gt=0)
     poll_interval_ms: float = Field(default=100.0, gt=0)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from streamkm.cluster import MiniBatchKernelKMeans
-from streamkm.decoding_sparse import is_sparse_rows
+from streamkm._sparse import is_sparse
 from streamkm.exceptions import StateError
 from streamkm.logs import log_event
 from streamkm.model import StepReport, StreamModel
@@ -125,7 +125,7 @@ class ServiceSketching:
     def step(self, model: StreamModel, X: Any) -> tuple[StepReport, list[dict[str, Any]]]:
         """Step ``model`` on the batch ``X``; return its report and the re-sketch events."""
         if not isinstance(model, SketchedKernelKMeans):
-            if is_sparse_rows(X):
+            if is_sparse(X):
                 X = X.toarray()
             return model.step(X), []
         report = model.step(X)

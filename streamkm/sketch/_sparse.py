@@ -6,17 +6,16 @@ sparse matrix, so dense-only users do not need scipy installed.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Union
 
 import numpy as np
 
+from streamkm._sparse import is_sparse
 from streamkm._validation import check_array
 from streamkm.exceptions import ValidationError
 
 __all__ = [
     "SketchInput",
-    "is_sparse",
     "check_sketch_input",
     "right_multiply",
     "left_multiply_transposed",
@@ -25,12 +24,6 @@ __all__ = [
 
 #: A validated input: a C-contiguous float array or a scipy CSR matrix/array of floats.
 SketchInput = Union[np.ndarray, Any]
-
-
-def is_sparse(x: Any) -> bool:
-    """True if ``x`` is a scipy sparse matrix or array."""
-    sparse = sys.modules.get("scipy.sparse")
-    return sparse is not None and bool(sparse.issparse(x))
 
 
 def _float_dtype(dtype: np.dtype) -> type:

@@ -27,7 +27,8 @@ from streamkm._estimator import SparseInputMixin, StreamkmEstimator
 from streamkm._version import __version__
 from streamkm.exceptions import NotFittedError, StateError
 from streamkm.sketch._base import STATE_FORMAT_VERSION, BaseSketcher
-from streamkm.sketch._sparse import is_sparse
+from streamkm._sparse import is_sparse
+from streamkm.sketch._sparse import check_sketch_input
 from streamkm.sketch.projection import RandomProjection
 from streamkm.sketch.reservoir import RowReservoir
 from streamkm.sketch.state import SKETCHER_TYPES, sketcher_from_state

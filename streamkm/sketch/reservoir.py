@@ -15,7 +15,7 @@ import numpy as np
 from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm._validation import check_int
 from streamkm.exceptions import StateError, ValidationError
-from streamkm.sketch._sparse import is_sparse
+from streamkm._sparse import is_sparse
 
 __all__ = ["RowReservoir", "RESERVOIR_FORMAT"]
 

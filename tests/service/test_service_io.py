@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -128,8 +129,9 @@ port = 0
 
     out = [json.loads(line) for line in assignments.read_text().splitlines()]
     assert sorted(rec["id"] for rec in out) == sorted(f"v{i}" for i in range(n_valid))
-    assert all(set(rec) == {"id", "cluster", "sq_distance", "step"} for rec in out)
+    assert all(set(rec) == {"id", "cluster", "distance", "sq_distance", "step"} for rec in out)
     assert all(0 <= rec["cluster"] < K and rec["sq_distance"] >= 0 for rec in out)
+    assert all(rec["distance"] == math.sqrt(rec["sq_distance"]) for rec in out)
 
     assert wave2["streamkm_records_accepted_total"] == n_valid
     assert wave2["streamkm_records_read_total"] == n_valid + len(CORPUS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +33,11 @@ def test_assignment_sink_positions_and_restore(tmp_path: Path) -> None:
     reopened.write_assignments([4], np.array([1]), np.array([0.0]), 8)
     reopened.close()
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert lines == [{"id": "a", "cluster": 0, "sq_distance": 0.5, "step": 7},
-                     {"id": 'b"q', "cluster": 2, "sq_distance": 1.25, "step": 7},
-                     {"id": 4, "cluster": 1, "sq_distance": 0.0, "step": 8}]
+    assert lines == [{"id": "a", "cluster": 0, "distance": math.sqrt(0.5), "sq_distance": 0.5,
+                      "step": 7},
+                     {"id": 'b"q', "cluster": 2, "distance": math.sqrt(1.25), "sq_distance": 1.25,
+                      "step": 7},
+                     {"id": 4, "cluster": 1, "distance": 0.0, "sq_distance": 0.0, "step": 8}]
 
 
 def test_dead_letter_text_base64_and_truncation(tmp_path: Path) -> None:
