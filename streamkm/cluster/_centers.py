@@ -614,10 +614,11 @@ class ExplicitCenters:
     def step(
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
         counts: np.ndarray, update: bool, raw: RawRows | None = None,
-        sample_weight: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None, rng: np.random.Generator | None = None,
     ) -> StepOutcome:
         """Assign the batch; if ``update``, move the centroids toward its cluster means
-        (weighted means with ``sample_weight``, see :meth:`SupportCenters.step`)."""
+        (weighted means with ``sample_weight``, see :meth:`SupportCenters.step`; ``rng``
+        is unused: explicit centroids keep no support rows to subsample)."""
         b = x.shape[0]
         k = self.n_clusters
         labels, mind, before = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)

@@ -383,7 +383,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         update = not self._monitor.converged
         outcome = self._centers.step(
             x, x_sq, diag, learning_rate=self.learning_rate, counts=self.counts_, update=update,
-            raw=raw, **({} if weights is None else {"sample_weight": weights}),
+            raw=raw, rng=self._rng, **({} if weights is None else {"sample_weight": weights}),
         )
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
