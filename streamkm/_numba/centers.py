@@ -12,18 +12,11 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def segment_inner_products(kblock, lo, hi, weights, out):  # pragma: no cover - compiled
-    """out[x, j] += sum_{lo[j] <= c < hi[j]} weights[c] * kblock[x, c].
-
-    Segment j is the contiguous columns ``lo[j]:hi[j]`` of the kernel block (a center's
-    support rows, or one batch of them), with weights indexed by column. Accumulates in
-    float64; the summation order is free (fastmath) so the loop vectorises, and four rows
-    are summed at once so the four reductions hide each other's latency.
-    """
-    n = kblock.shape[0]
+def segment_sums_rows(kblock, first, last, lo, hi, weights, out):  # pragma: no cover
+    """:func:`segment_inner_products` on the rows ``first:last`` only."""
     k = lo.shape[0]
-    n4 = n - n % 4
-    for i in range(0, n4, 4):
+    i = first
+    while i + 4 <= last:
         r0 = kblock[i]
         r1 = kblock[i + 1]
         r2 = kblock[i + 2]
@@ -43,13 +36,27 @@ def segment_inner_products(kblock, lo, hi, weights, out):  # pragma: no cover - 
             out[i + 1, j] += a1
             out[i + 2, j] += a2
             out[i + 3, j] += a3
-    for i in range(n4, n):
+        i += 4
+    while i < last:
         row = kblock[i]
         for j in range(k):
             acc = 0.0
             for c in range(lo[j], hi[j]):
                 acc += weights[c] * row[c]
             out[i, j] += acc
+        i += 1
+
+
+@njit(cache=True, nogil=True)
+def segment_inner_products(kblock, lo, hi, weights, out):  # pragma: no cover - compiled
+    """out[x, j] += sum_{lo[j] <= c < hi[j]} weights[c] * kblock[x, c].
+
+    Segment j is the contiguous columns ``lo[j]:hi[j]`` of the kernel block (a center's
+    support rows, or one batch of them), with weights indexed by column. Accumulates in
+    float64; the summation order is free (fastmath) so the loop vectorises, and four rows
+    are summed at once so the four reductions hide each other's latency.
+    """
+    segment_sums_rows(kblock, 0, kblock.shape[0], lo, hi, weights, out)
     return out
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamkm._numba import centers as _nc
+from streamkm._numba import kernels as _nk
 from streamkm._threads import row_chunks, run_row_chunks, step_threads
 from streamkm.cluster._raw_rows import (
     RawRows,
@@ -62,6 +63,24 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     before = np.cumsum(lengths) - lengths
     return (np.arange(total, dtype=np.int64)
             + np.repeat(np.asarray(starts, dtype=np.int64) - before, lengths))
+
+
+def _block_segment_sums(kernel: KernelSpec, x: np.ndarray, x_sq: np.ndarray, y: np.ndarray,
+                        y_sq: np.ndarray, lo: np.ndarray, hi: np.ndarray, weights: np.ndarray,
+                        out: np.ndarray) -> np.ndarray:
+    """The kernel block K(x, y), adding its weighted segment sums to ``out`` (see
+    :func:`streamkm._numba.centers.segment_inner_products`).
+
+    rbf (the default kernel) sums while each row is still in cache; other kernels sum over
+    the finished block.
+    """
+    if kernel.name == "rbf" and x.shape[0] and y.shape[0]:
+        block = x @ y.T
+        _nk.rbf_segment_sums(block, x_sq, y_sq, float(kernel.gamma), lo, hi, weights, out)
+        return block
+    block = kernel.block(x, y, x_sq=x_sq, y_sq=y_sq)
+    _nc.segment_inner_products(block, lo, hi, weights, out)
+    return block
 
 
 def sq_norms(x: np.ndarray) -> np.ndarray:
@@ -323,8 +342,9 @@ class SupportCenters:
             ones = np.ones(group_lo.shape[0])
 
             def assign(index: int, a: int, e: int) -> None:
-                kb = self.kernel.block(x[a:e], self.rows, x_sq=x_sq[a:e], y_sq=self.row_sq_norms)
-                _nc.segment_inner_products(kb, group_lo, group_hi, self.weights, group_sums[a:e])
+                kb = _block_segment_sums(self.kernel, x[a:e], x_sq[a:e], self.rows,
+                                         self.row_sq_norms, group_lo, group_hi, self.weights,
+                                         group_sums[a:e])
                 _nc.sum_groups_per_center(group_sums[a:e], ones, center_groups, inner[a:e])
                 totals[index] = _nc.nearest_center(diag[a:e], inner[a:e], self.center_sq_norms,
                                                    labels[a:e], mind[a:e])
@@ -377,9 +397,9 @@ class SupportCenters:
         own_new = np.empty((b, max(int(n_new.max()), 1)), dtype=x.dtype)
 
         def evaluate(index: int, a: int, e: int) -> None:
-            kn = self.kernel.block(x[a:e], x_new, x_sq=x_sq[a:e], y_sq=new_sq)
             _nc.sum_groups_per_center(group_sums[a:e], group_scale, center_groups, inner[a:e])
-            _nc.segment_inner_products(kn, new_lo, new_hi, new_weights, inner[a:e])
+            kn = _block_segment_sums(self.kernel, x[a:e], x_sq[a:e], x_new, new_sq, new_lo,
+                                     new_hi, new_weights, inner[a:e])
             _nc.copy_own_segment(kn, labels[a:e], new_lo, new_hi, own_new[a:e])
 
         run_row_chunks(evaluate, row_chunks(b, members.shape[0], threads), threads)
