@@ -171,7 +171,7 @@ def truncation_starts(group_lo, center_groups, seg_lo, seg_hi, n_new, tau):  # p
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=True)
 def assemble_grams(old_flat, old_start, seg_lo, seg_hi, keep_from, new_start, new_members,
                    own_old, own_new, weights, out_start, out_flat, cc):  # pragma: no cover
     """Gram matrices of the updated centers, and their <C_j, C_j> = w^T G_j w.
@@ -196,9 +196,6 @@ def assemble_grams(old_flat, old_start, seg_lo, seg_hi, keep_from, new_start, ne
         size = kept + m
         src = old_start[j]
         dst = out_start[j]
-        for r in range(kept):
-            for c in range(kept):
-                out_flat[dst + r * size + c] = old_flat[src + (skip + r) * n_old + skip + c]
         for r in range(m):
             x = new_members[new_start[j] + r]
             for c in range(kept):
@@ -207,13 +204,29 @@ def assemble_grams(old_flat, old_start, seg_lo, seg_hi, keep_from, new_start, ne
                 out_flat[dst + c * size + kept + r] = v
             for c in range(m):
                 out_flat[dst + (kept + r) * size + kept + c] = own_new[x, c]
-        if m:
-            acc = 0.0
-            for r in range(size):
-                row_acc = 0.0
-                for c in range(size):
-                    row_acc += out_flat[dst + r * size + c] * weights[w_pos + c]
-                acc += weights[w_pos + r] * row_acc
-            cc[j] = acc
+        if m == 0:
+            for r in range(kept):
+                out_flat[dst + r * size:dst + (r + 1) * size] = old_flat[
+                    src + (skip + r) * n_old + skip:src + (skip + r) * n_old + skip + kept]
+            w_pos += size
+            continue
+        acc = 0.0
+        for r in range(kept):
+            from_row = src + (skip + r) * n_old + skip
+            to_row = dst + r * size
+            row_acc = 0.0
+            for c in range(kept):
+                v = old_flat[from_row + c]
+                out_flat[to_row + c] = v
+                row_acc += v * weights[w_pos + c]
+            for c in range(kept, size):
+                row_acc += out_flat[to_row + c] * weights[w_pos + c]
+            acc += weights[w_pos + r] * row_acc
+        for r in range(kept, size):
+            row_acc = 0.0
+            for c in range(size):
+                row_acc += out_flat[dst + r * size + c] * weights[w_pos + c]
+            acc += weights[w_pos + r] * row_acc
+        cc[j] = acc
         w_pos += size
     return cc
