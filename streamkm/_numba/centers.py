@@ -210,18 +210,16 @@ def assemble_grams(old_flat, old_start, seg_lo, seg_hi, keep_from, new_start, ne
                     src + (skip + r) * n_old + skip:src + (skip + r) * n_old + skip + kept]
             w_pos += size
             continue
+        w = weights[w_pos:w_pos + size]
         acc = 0.0
         for r in range(kept):
             from_row = src + (skip + r) * n_old + skip
-            to_row = dst + r * size
+            to_row = out_flat[dst + r * size:dst + (r + 1) * size]
+            to_row[:kept] = old_flat[from_row:from_row + kept]
             row_acc = 0.0
-            for c in range(kept):
-                v = old_flat[from_row + c]
-                out_flat[to_row + c] = v
-                row_acc += v * weights[w_pos + c]
-            for c in range(kept, size):
-                row_acc += out_flat[to_row + c] * weights[w_pos + c]
-            acc += weights[w_pos + r] * row_acc
+            for c in range(size):
+                row_acc += to_row[c] * w[c]
+            acc += w[r] * row_acc
         for r in range(kept, size):
             row_acc = 0.0
             for c in range(size):
