@@ -137,7 +137,11 @@ class SupportCenters:
     cached, so CC_j = <C_j, C_j> = w^T G_j w costs no kernel evaluation.
 
     Truncation keeps, per center, the newest batches whose row counts sum to at most ``tau``
-    (the newest batch always stays) and renormalises the weights to sum 1.
+    and renormalises the weights to sum 1. The newest batch always stays, subsampled to
+    ``tau`` rows when larger (:meth:`_newest_rows`), so a center updated at least once holds
+    at most ``tau`` rows: the store holds at most k * tau rows (d values each, plus the raw
+    row when kept) and k * tau^2 Gram values; a step's transient workspace is bounded in
+    docs/engine.md ("Memory bound").
     """
 
     def __init__(
