@@ -21,6 +21,8 @@ exponent bits (a bit cast, so the whole computation stays in vector registers):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic, overload
@@ -44,15 +46,12 @@ _SHIFTER_32 = np.float32(12582912.0)
 _LN2_HI_32 = np.float32(0.693359375)  # 9 significant bits: t * _LN2_HI_32 is exact
 _LN2_LO_32 = np.float32(-2.12194440e-4)
 _MIN_ARG_32 = np.float32(-87.0)
-_ONE_32 = np.float32(1.0)
-_C2_32 = np.float32(1.0 / 2.0)
-_C3_32 = np.float32(1.0 / 6.0)
-_C4_32 = np.float32(1.0 / 24.0)
-_C5_32 = np.float32(1.0 / 120.0)
-_C6_32 = np.float32(1.0 / 720.0)
-_C7_32 = np.float32(1.0 / 5040.0)
 _BIAS_32 = np.int32(127)
 _MANTISSA_32 = np.int32(23)
+
+# Taylor coefficients 1/n!, highest degree first (Horner): degree 7 for float32, 13 for float64.
+_TAYLOR_32 = tuple(np.float32(1.0 / math.factorial(n)) for n in range(7, -1, -1))
+_TAYLOR_64 = tuple(1.0 / math.factorial(n) for n in range(13, -1, -1))
 
 _SAME_WIDTH = {types.float64: types.int64, types.int64: types.float64,
                types.float32: types.int32, types.int32: types.float32}
@@ -72,46 +71,31 @@ def _reinterpret(typingctx, value):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
+def _exp_reduced(x, min_arg, log2e, shifter, ln2_hi, ln2_lo, taylor, bias, mantissa,
+                 bits_type):  # pragma: no cover - compiled
+    """exp(x) = 2^t exp(r), in the precision of the constants (``bits_type``: the integer
+    type of the float's width, so the exponent bits are not widened)."""
+    if x < min_arg:
+        x = min_arg
+    shifted = x * log2e + shifter
+    t = shifted - shifter
+    r = (x - t * ln2_hi) - t * ln2_lo
+    p = taylor[0]
+    for i in range(1, len(taylor)):
+        p = p * r + taylor[i]
+    return p * _reinterpret(bits_type((_reinterpret(shifted) + bias) << mantissa))
+
+
+@njit(inline="always")
 def _exp_float32(x):  # pragma: no cover - compiled
-    if x < _MIN_ARG_32:
-        x = _MIN_ARG_32
-    shifted = x * _LOG2E_32 + _SHIFTER_32
-    t = shifted - _SHIFTER_32
-    r = (x - t * _LN2_HI_32) - t * _LN2_LO_32
-    p = _C7_32
-    p = p * r + _C6_32
-    p = p * r + _C5_32
-    p = p * r + _C4_32
-    p = p * r + _C3_32
-    p = p * r + _C2_32
-    p = p * r + _ONE_32
-    p = p * r + _ONE_32
-    bits = np.int32((_reinterpret(shifted) + _BIAS_32) << _MANTISSA_32)
-    return p * _reinterpret(bits)
+    return _exp_reduced(x, _MIN_ARG_32, _LOG2E_32, _SHIFTER_32, _LN2_HI_32, _LN2_LO_32,
+                        _TAYLOR_32, _BIAS_32, _MANTISSA_32, np.int32)
 
 
 @njit(inline="always")
 def _exp_float64(x):  # pragma: no cover - compiled
-    if x < _MIN_ARG_64:
-        x = _MIN_ARG_64
-    shifted = x * _LOG2E_64 + _SHIFTER_64
-    t = shifted - _SHIFTER_64
-    r = (x - t * _LN2_HI_64) - t * _LN2_LO_64
-    p = 1.0 / 6227020800.0
-    p = p * r + 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
-    return p * _reinterpret((_reinterpret(shifted) + _BIAS_64) << _MANTISSA_64)
+    return _exp_reduced(x, _MIN_ARG_64, _LOG2E_64, _SHIFTER_64, _LN2_HI_64, _LN2_LO_64,
+                        _TAYLOR_64, _BIAS_64, _MANTISSA_64, np.int64)
 
 
 def fast_exp(x: float) -> float:
