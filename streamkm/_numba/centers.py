@@ -228,3 +228,20 @@ def assemble_grams(old_flat, old_start, seg_lo, seg_hi, keep_from, new_start, ne
         cc[j] = acc
         w_pos += size
     return cc
+
+
+@njit(cache=True, nogil=True)
+def combine_rows(old, new, source, out):  # pragma: no cover - compiled
+    """out[i] = old[source[i]] if source[i] < len(old) else new[source[i] - len(old)]:
+    the next support rows from the kept old rows and the batch's new rows, in one pass."""
+    n_old = old.shape[0]
+    d = out.shape[1]
+    for i in range(source.shape[0]):
+        s = source[i]
+        if s < n_old:
+            for f in range(d):
+                out[i, f] = old[s, f]
+        else:
+            for f in range(d):
+                out[i, f] = new[s - n_old, f]
+    return out

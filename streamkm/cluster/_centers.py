@@ -237,6 +237,30 @@ class SupportCenters:
         center_groups = np.searchsorted(group_lo, self.offsets)
         return group_lo, group_hi, owner, center_groups
 
+    def _recycled(self, key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A buffer for the next ``key`` array ("rows", "grams"): the one this store filled
+        two steps ago when it is large enough, else a new one.
+
+        Large fresh allocations come from the OS page by page (every page zeroed on first
+        touch); alternating between two buffers this store allocated itself avoids that.
+        Arrays handed out (``to_arrays``) are copies, so no caller sees a buffer reused.
+        """
+        spares = self.__dict__.setdefault("_spares", {})
+        owned = self.__dict__.setdefault("_owned", {})
+        spare = spares.pop(key, None)
+        if (spare is None or spare.dtype != dtype or spare.shape[1:] != shape[1:]
+                or spare.shape[0] < shape[0]):
+            spare = np.empty((shape[0] + shape[0] // 8,) + tuple(shape[1:]), dtype=dtype)
+        if key in owned:
+            spares[key] = owned[key]
+        owned[key] = spare
+        return spare[:shape[0]]
+
+    def _release_buffers(self) -> None:
+        """Forget the recycled buffers (the arrays now come from elsewhere)."""
+        self.__dict__.pop("_spares", None)
+        self.__dict__.pop("_owned", None)
+
     def _gram_buffer(self) -> tuple[np.ndarray, np.ndarray]:
         """All Gram matrices as one row-major buffer and each one's start (k + 1 entries).
 
@@ -419,24 +443,21 @@ class SupportCenters:
         weights[dst_old] = self.weights[src_old] * np.repeat(old_scale, kept)
         weights[dst_new] = new_weights
         gram_start = np.concatenate([[0], np.cumsum(sizes ** 2)]).astype(np.int64)
-        gram_flat = np.empty(int(gram_start[-1]), dtype=self.dtype)
         old_flat, old_start = self._gram_buffer()
+        gram_flat = self._recycled("grams", (int(gram_start[-1]),), self.dtype)
         cc = self.center_sq_norms.copy()
         _nc.assemble_grams(old_flat, old_start, lo, hi, keep_from, new_start, members,
                            own_old, own_new, weights, gram_start, gram_flat, cc)
 
-        rows = np.empty((n_rows, x.shape[1]), dtype=x.dtype)
-        rows[dst_old] = self.rows[src_old]
-        rows[dst_new] = x_new
-        row_sq = np.empty(n_rows, dtype=self.row_sq_norms.dtype)
-        row_sq[dst_old] = self.row_sq_norms[src_old]
-        row_sq[dst_new] = new_sq
+        source = np.empty(n_rows, dtype=np.int64)  # into old rows, then new rows
+        source[dst_old] = src_old
+        source[dst_new] = self.rows.shape[0] + np.arange(members.shape[0])
+        rows = _nc.combine_rows(self.rows, x_new, source,
+                                self._recycled("rows", (n_rows, x.shape[1]), x.dtype))
+        row_sq = np.concatenate([self.row_sq_norms, new_sq])[source]
         tags = np.full(n_rows, self.next_tag, dtype=np.int64)
         tags[dst_old] = self.tags[src_old]
         if self.raw is not None:
-            source = np.empty(n_rows, dtype=np.int64)
-            source[dst_old] = src_old
-            source[dst_new] = self.rows.shape[0] + np.arange(members.shape[0])
             self.raw = stack_rows([self.raw, raw[members]])[source]
         self.rows, self.row_sq_norms, self.tags, self.weights = rows, row_sq, tags, weights
         self.offsets = offsets
@@ -467,6 +488,7 @@ class SupportCenters:
                         raw)
 
     def _assemble(self, segments: list[_Segment]) -> None:
+        self._release_buffers()
         self.rows = np.ascontiguousarray(np.concatenate([s.rows for s in segments]))
         self.row_sq_norms = np.concatenate([s.sq_norms for s in segments])
         self.weights = np.concatenate([s.weights for s in segments]).astype(np.float64)
@@ -550,6 +572,7 @@ class SupportCenters:
 
         Weights and batch tags stay; norms, Gram matrices and <C_j, C_j> are recomputed.
         """
+        self._release_buffers()
         self.rows = np.ascontiguousarray(rows)
         self.row_sq_norms = sq_norms(self.rows)
         self.grams = [
@@ -566,7 +589,7 @@ class SupportCenters:
         raw = {} if self.raw is None else raw_to_arrays(self.raw, "support_raw")
         return {
             **raw,
-            "support_rows": self.rows,
+            "support_rows": self.rows.copy(),  # a copy: the store reuses its buffers
             "support_sq_norms": self.row_sq_norms,
             "support_weights": self.weights,
             "support_tags": self.tags,
