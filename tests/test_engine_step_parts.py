@@ -341,3 +341,27 @@ def test_two_threads_give_the_same_model_as_one(kernel):
         np.testing.assert_array_equal(a.labels, b.labels)
         assert a.objective == pytest.approx(b.objective, rel=1e-12)
     np.testing.assert_allclose(m1._centers.weights, m2._centers.weights, rtol=1e-12)
+
+
+def test_combine_rows():
+    rng = np.random.default_rng(6)
+    old, new = rng.normal(size=(5, 3)), rng.normal(size=(4, 3))
+    source = np.array([4, 6, 0, 8, 1, 5], dtype=np.int64)
+    out = nc.combine_rows(old, new, source, np.empty((6, 3)))
+    np.testing.assert_array_equal(out, np.vstack([old, new])[source])
+
+
+def test_state_arrays_survive_later_steps():
+    # The store alternates between two buffers for its rows and Gram matrices: what it
+    # handed out must not change when a later step reuses a buffer.
+    model = MiniBatchKernelKMeans(3, tau=30, tol=0.0, n_init=1, random_state=0)
+    for s in range(3):
+        model.step(_mixture(s, 120, k=3))
+    arrays, _ = model.get_state()
+    snapshot = {name: value.copy() for name, value in arrays.items()}
+    for s in range(3, 7):
+        model.step(_mixture(s, 120, k=3))
+    for name, value in arrays.items():
+        if name == "counts":  # the estimator's counts_ (grows in place), not the store's
+            continue
+        np.testing.assert_array_equal(value, snapshot[name], err_msg=name)
