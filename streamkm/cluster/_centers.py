@@ -268,8 +268,9 @@ class SupportCenters:
         merge, restore) the buffer is rebuilt.
         """
         flat = getattr(self, "_gram_flat", None)
+        owner = None if flat is None else (flat if flat.base is None else flat.base)
         if flat is None or len(self.grams) != self.n_clusters or any(
-                g.base is not flat for g in self.grams):
+                g.base is not owner for g in self.grams):
             sizes = np.array([g.shape[0] for g in self.grams], dtype=np.int64)
             self._gram_start = np.concatenate([[0], np.cumsum(sizes ** 2)]).astype(np.int64)
             flat = np.empty(int(self._gram_start[-1]), dtype=self.dtype)
