@@ -100,7 +100,9 @@ def bench_growth(total_rows: int) -> None:
 
 def bench_linear_vs_sklearn(n_batches: int) -> None:
     from sklearn.cluster import MiniBatchKMeans
+    from threadpoolctl import threadpool_limits
 
+    threadpool_limits(1)  # scikit-learn's OpenMP runtime is loaded only now: limit it too
     stream = MixtureStream(D, K, seed=2)
     batches = [stream.batch(B) for _ in range(n_batches + 1)]
     ours = MiniBatchKernelKMeans(K, kernel="linear", batch_size=B, tol=0.0, n_init=1, random_state=0)
