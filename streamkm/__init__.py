@@ -6,6 +6,7 @@ Sliding-window mini-batch kernel k-means (``MiniBatchKernelKMeans``) usable embe
 
 from __future__ import annotations
 
+from streamkm._threads import get_num_threads, num_threads, set_num_threads
 from streamkm._version import __version__
 from streamkm.cluster import MiniBatchKernelKMeans, StepReport
 from streamkm.drift import kernel_bisect, rscd_pairs, rtmm_pairs
@@ -24,6 +25,9 @@ from streamkm.exceptions import (
 
 __all__ = [
     "__version__",
+    "get_num_threads",
+    "num_threads",
+    "set_num_threads",
     "MiniBatchKernelKMeans",
     "SketchedKernelKMeans",
     "StepReport",

@@ -76,8 +76,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     batch_size : int, default=1024
         Rows per mini-batch in :meth:`fit` and in the initial warm-up.
     tau : int, default=200
-        Maximum support rows per center kept from past batches (the newest batch is always
-        kept, even when larger).
+        Maximum support rows per center. A center given more than ``tau`` rows of one batch
+        keeps an unbiased random subsample of ``tau`` of them (its learning rate, counts and
+        objectives still use all). Memory: at most k * tau support rows and k * tau^2 Gram
+        values (docs/engine.md gives the step's workspace).
     learning_rate : {"sqrt", "count"}, default="sqrt"
         ``"sqrt"``: alpha_j = sqrt(b_j / b) (the paper's rate, does not decay);
         ``"count"``: alpha_j = b_j / (v_j + b_j), v_j the rows seen by center j.
@@ -443,7 +445,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         update = not self._monitor.converged
         outcome = self._centers.step(
             x, x_sq, diag, learning_rate=self.learning_rate, counts=self.counts_, update=update,
-            raw=raw, **({} if weights is None else {"sample_weight": weights}),
+            raw=raw, rng=self._rng, **({} if weights is None else {"sample_weight": weights}),
         )
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
