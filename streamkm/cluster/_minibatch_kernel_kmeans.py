@@ -24,7 +24,7 @@ from streamkm.cluster._raw_rows import RawRows
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
-from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
+from streamkm.kernels import GAMMA_RULES, KernelSpec, build_kernel, kernel_names
 from streamkm.state_io import read_npz, write_npz_atomic
 
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
@@ -90,12 +90,20 @@ class MiniBatchKernelKMeans(ParamsMixin):
     ----------
     n_clusters : int
         Number of clusters k.
-    kernel : {"rbf", "laplacian", "polynomial", "cosine", "linear"}, default="rbf"
-        The kernel K(x, y) (see :class:`streamkm.kernels.KernelSpec`).
-    gamma : float, optional
-        Kernel coefficient. Default: for rbf 1 / median squared pairwise distance of the
-        initialisation sample, for laplacian 1 / median L1 distance, for polynomial
-        1 / n_features. Resolved value in ``gamma_``.
+    kernel : str, default="rbf"
+        A registered kernel (:func:`streamkm.kernels.kernel_names`): "rbf", "laplacian",
+        "polynomial", "cosine", "linear", or seed 002's graph kernels "knn" and "heat"
+        (fitted on landmark rows: all of X in :meth:`fit`, the initialisation sample in
+        streaming; see ``docs/kernels.md``).
+    gamma : float, "auto" or "median", default="auto"
+        Kernel coefficient of rbf, laplacian and polynomial. ``"auto"``: chosen on the
+        initialisation sample among widths median * 2^j by the eigengap of the normalised
+        kernel matrix (:func:`streamkm.kernels.resolve_gamma`); ``"median"``: the median
+        heuristic (polynomial: 1 / n_features). None means ``"auto"``. Resolved value in
+        ``gamma_`` (kept in the state).
+    kernel_params : dict, optional
+        Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``
+        and ``dense_limit`` (heat).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0
@@ -175,7 +183,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         n_clusters: int = 8,
         *,
         kernel: str = "rbf",
-        gamma: float | None = None,
+        gamma: float | str | None = "auto",
         degree: int = 3,
         coef0: float = 1.0,
         batch_size: int = 1024,
@@ -192,6 +200,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         smoothing: float = 0.2,
         random_state: int | np.random.Generator | None = None,
         drift: Any = None,
+        kernel_params: dict[str, Any] | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -212,13 +221,18 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.smoothing = smoothing
         self.random_state = random_state
         self.drift = drift
+        self.kernel_params = kernel_params
 
     # ------------------------------------------------------------------ parameters
     def _validate_params(self) -> None:
         check_int(self.n_clusters, "n_clusters", low=1)
-        check_choice(self.kernel, "kernel", KERNELS)
-        if self.gamma is not None:
+        check_choice(self.kernel, "kernel", kernel_names())
+        if self.gamma is not None and not isinstance(self.gamma, str):
             check_float(self.gamma, "gamma", low=0.0, low_inclusive=False)
+        elif self.gamma is not None:
+            check_choice(self.gamma, "gamma", GAMMA_RULES)
+        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
+            raise ParameterError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
         check_int(self.degree, "degree", low=1)
         check_float(self.coef0, "coef0")
         check_int(self.batch_size, "batch_size", low=1)
@@ -258,7 +272,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
             self.__dict__.pop(name, None)
 
     def _initialize(self, sample: np.ndarray, rng: np.random.Generator,
-                    raw_sample: RawRows | None = None) -> None:
+                    raw_sample: RawRows | None = None,
+                    landmarks: np.ndarray | None = None) -> None:
         k = self.n_clusters
         if sample.shape[0] < k:
             raise ValidationError(
@@ -267,11 +282,12 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self._rng = rng
         self.n_features_in_ = sample.shape[1]
         self._dtype = sample.dtype
-        gamma = self.gamma
-        if gamma is None and self.kernel in ("rbf", "laplacian", "polynomial"):
-            gamma = median_heuristic_gamma(sample, self.kernel, rng)
-        self.gamma_ = None if self.kernel in ("cosine", "linear") else float(gamma)
-        self._kernel_spec = KernelSpec(self.kernel, self.gamma_, self.degree, float(self.coef0))
+        self._kernel_spec = build_kernel(
+            self.kernel, self.gamma, sample=sample, rng=rng, n_clusters=k, degree=self.degree,
+            coef0=float(self.coef0), kernel_params=self.kernel_params, landmarks=landmarks,
+        )
+        self.gamma_ = self._kernel_spec.gamma
+        sample = self._kernel_spec.prepare(sample)
 
         kmat = self._kernel_spec.block(sample, sample)
         diag = self._kernel_spec.diagonal(sample)
@@ -282,7 +298,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
             candidate = warm_up(kmat, diag, seeds, max_steps=int(self.n_warmup))
             if best is None or candidate.objective < best.objective:
                 best = candidate
-        if self.kernel == "linear":
+        if self._kernel_spec.explicit_features:
             self._centers = ExplicitCenters.from_sample_weights(sample, best.weights, raw_sample)
         else:
             self._centers = SupportCenters.from_sample_weights(
@@ -324,11 +340,12 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
         init_size = min(n, self.init_size or 3 * self.batch_size)
         init_rows = np.sort(rng.choice(n, size=init_size, replace=False))
-        self._initialize(np.ascontiguousarray(x[init_rows]), rng)
+        self._initialize(np.ascontiguousarray(x[init_rows]), rng, landmarks=x)
+        x = self._kernel_spec.prepare(x)
         batch = min(self.batch_size, n)
         for _ in range(self.max_iter):
             rows = rng.integers(n, size=batch)
-            self.step(x[rows])
+            self._learn(x[rows], None, None)
             if self._monitor.converged:
                 break
         return self
@@ -378,6 +395,11 @@ class MiniBatchKernelKMeans(ParamsMixin):
         else:
             x = self._check_input(X)
             self._check_raw(raw, x.shape[0], first=False)
+        return self._learn(self._kernel_spec.prepare(x), raw, weights)
+
+    def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
+               ) -> StepReport:
+        """The step on prepared rows (:meth:`KernelSpec.prepare`)."""
         x_sq = sq_norms(x)
         diag = self._kernel_spec.diagonal(x)
         update = not self._monitor.converged
@@ -449,6 +471,11 @@ class MiniBatchKernelKMeans(ParamsMixin):
         monitor stay. Later batches must be sketched with the same ``transform``.
         """
         self._check_fitted()
+        if self._kernel_spec.kind.fitted:
+            raise ParameterError(
+                f"kernel {self.kernel!r} is fitted on landmark rows in the old feature space: "
+                "it cannot be re-sketched"
+            )
         if self._centers.raw is None:
             raise NotFittedError(
                 "resketch needs the raw rows: start the model with step(X, raw=...)"
@@ -484,7 +511,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
     def transform(self, X: Any) -> np.ndarray:
         """Squared kernel distances ||phi(x) - C_j||^2, shape (n_samples, n_clusters)."""
         self._check_fitted()
-        return self._chunked_distances(self._centers, self._check_input(X))
+        x = self._kernel_spec.prepare(self._check_input(X))
+        return self._chunked_distances(self._centers, x)
 
     def predict(self, X: Any) -> np.ndarray:
         """Index of the nearest center of each row (int64)."""
@@ -541,10 +569,11 @@ class MiniBatchKernelKMeans(ParamsMixin):
     @property
     def cluster_centers_(self) -> np.ndarray:
         self._check_fitted()
-        if self.kernel != "linear":
+        if not self._kernel_spec.explicit_features:
             raise AttributeError(
-                f"cluster_centers_ exists only for kernel='linear', not {self.kernel!r}: "
-                "kernel centers are implicit (convex combinations of support rows)"
+                f"cluster_centers_ exists only for kernels with explicit features (linear, "
+                f"heat), not {self.kernel!r}: kernel centers are implicit (convex "
+                "combinations of support rows)"
             )
         return self._centers.centers
 
@@ -563,6 +592,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
         params["drift"] = None if policy is None else policy.to_dict()
         arrays = dict(self._centers.to_arrays())
         arrays["counts"] = self.counts_
+        kernel_arrays, kernel_fitted = self._kernel_spec.to_arrays()
+        arrays.update(kernel_arrays)
         meta = {
             "format": STATE_FORMAT,
             "format_version": STATE_VERSION,
@@ -571,6 +602,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
             "n_features_in": int(self.n_features_in_),
             "dtype": np.dtype(self._dtype).name,
             "kernel_spec": self._kernel_spec.to_dict(),
+            "kernel_fitted": kernel_fitted,
             "gamma_": self.gamma_,
             "n_steps": int(self.n_steps_),
             "batch_objective": None if math.isnan(self.batch_objective_) else self.batch_objective_,
@@ -602,9 +634,10 @@ class MiniBatchKernelKMeans(ParamsMixin):
             model._validate_params()
             model.n_features_in_ = int(meta["n_features_in"])
             model._dtype = np.dtype(meta["dtype"])
-            model._kernel_spec = KernelSpec.from_dict(meta["kernel_spec"])
+            model._kernel_spec = KernelSpec.from_dict(
+                meta["kernel_spec"], arrays, meta.get("kernel_fitted"))
             model.gamma_ = meta["gamma_"]
-            if model.kernel == "linear":
+            if model._kernel_spec.explicit_features:
                 model._centers = ExplicitCenters.from_arrays(arrays)
             else:
                 model._centers = SupportCenters.from_arrays(
