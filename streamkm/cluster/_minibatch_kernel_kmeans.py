@@ -116,11 +116,14 @@ class MiniBatchKernelKMeans(ParamsMixin):
     learning_rate : {"sqrt", "count"}, default="sqrt"
         ``"sqrt"``: alpha_j = sqrt(b_j / b) (the paper's rate, does not decay);
         ``"count"``: alpha_j = b_j / (v_j + b_j), v_j the rows seen by center j.
-    tol : float, default=0.02
-        A step whose relative batch improvement is below ``tol`` counts as small.
-    patience : int, default=5
+    tol : float, default=0.005
+        A step counts as small when the smoothed (EWMA) batch objective makes no new
+        minimum by this relative margin (rule and evidence: ``streamkm.cluster._monitor``
+        and docs/benchmarks.md).
+    patience : int, default=10
         Small steps in a row after which the model is converged: :meth:`fit` stops;
-        streaming updates become assign-only until the objective rises (see ``wake_margin``).
+        streaming updates become assign-only until the objective rises (see ``wake_margin``;
+        after a quick re-wake the model learns at least a doubling dwell time first).
     max_iter : int, default=300
         Maximum number of steps of :meth:`fit`.
     init : {"k-means++", "farthest"}, default="k-means++"
@@ -189,8 +192,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
         batch_size: int = 1024,
         tau: int = 200,
         learning_rate: str = "sqrt",
-        tol: float = 0.02,
-        patience: int = 5,
+        tol: float = 0.005,
+        patience: int = 10,
         max_iter: int = 300,
         init: str = "k-means++",
         n_init: int = 3,
@@ -327,7 +330,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
     def fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
         """Fit on X: mini-batches sampled with replacement until early stop or ``max_iter``.
 
-        Early stop: ``patience`` steps in a row with relative improvement below ``tol``.
+        Early stop: ``patience`` steps in a row in which the smoothed batch objective
+        makes no new minimum by the relative margin ``tol``.
         """
         self._validate_params()
         x = check_array(X)

@@ -15,9 +15,12 @@ The rule (measured in ``docs/benchmarks.md``, section "Quality out of the box"):
 3. While converged, when the EWMA rises above ``(1 + wake_margin)`` times the level it had
    at convergence, the model *wakes* and learns again.
 4. Hysteresis: after a wake the model learns for at least ``dwell`` batches before it may
-   converge again; ``dwell`` starts at ``4 * patience`` and doubles (up to 2^8 times) at
-   every wake that ends a convergence shorter than ``8 * 4 * patience`` batches (the model
-   was converging on a stream that still drifts). A longer convergence resets it. A steadily drifting stream therefore keeps the model learning
+   converge again. A wake that ends a convergence shorter than ``4 * 8 * patience``
+   batches (the model converged on a stream that still drifts) sets ``dwell`` to
+   ``8 * patience`` or, when it is already set, multiplies it by 4 (capped at
+   ``2048 * patience``); a longer convergence resets it to ``8 * patience``. Measured on
+   the demo's stream (2 minutes at 2,000 records/s, 468 batches): 21 transitions
+   (10 wakes) with the old rule, see docs/benchmarks.md for the new count. A steadily drifting stream therefore keeps the model learning
    instead of flipping between the two states (issue 19: 21 flips in 2 minutes).
 """
 
@@ -28,9 +31,10 @@ from typing import Any
 
 __all__ = ["ConvergenceMonitor"]
 
-_DWELL_FACTOR = 4  # first dwell after a quick re-wake, in units of patience
-_MAX_DWELL_DOUBLINGS = 8
-_QUICK_FACTOR = 8  # a convergence shorter than this many dwells was a quick one
+_DWELL_FACTOR = 8  # first dwell after a quick re-wake, in units of patience
+_DWELL_GROWTH = 4  # factor of the dwell at each further quick re-wake
+_MAX_DWELL = 2048  # cap, in units of patience
+_QUICK_FACTOR = 4  # a convergence shorter than this many base dwells was a quick one
 
 
 class ConvergenceMonitor:
@@ -95,7 +99,7 @@ class ConvergenceMonitor:
     def _wake(self) -> None:
         base = _DWELL_FACTOR * self.patience
         if self.steps_in_state < _QUICK_FACTOR * base:
-            self.dwell = min(max(2 * self.dwell, base), base << _MAX_DWELL_DOUBLINGS)
+            self.dwell = min(max(_DWELL_GROWTH * self.dwell, base), _MAX_DWELL * self.patience)
         else:
             self.dwell = base
         self.converged = False
