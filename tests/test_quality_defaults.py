@@ -95,3 +95,34 @@ def test_monitor_hysteresis_stops_flapping_on_a_drifting_stream():
     restored = ConvergenceMonitor(1e-3, 5, 0.1, 0.5)
     restored.load_dict(monitor.to_dict())
     assert restored.to_dict() == monitor.to_dict()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", ["moons", "circles"])
+def test_heat_kernel_separates_non_convex_clusters(make):
+    """The documented recipe for non-convex clusters: kernel="heat", other parameters default
+    (rbf kernel k-means cannot: docs/kernels.md)."""
+    from sklearn.datasets import make_circles, make_moons
+
+    hits = 0
+    for seed in range(3):
+        if make == "moons":
+            x, y = make_moons(4000, noise=0.05, random_state=seed)
+        else:
+            x, y = make_circles(2000, factor=0.5, noise=0.05, random_state=seed)
+        model = MiniBatchKernelKMeans(2, kernel="heat", random_state=seed).fit(x)
+        hits += adjusted_rand_score(y, model.predict(x)) >= 0.95
+    assert hits >= 3
+
+
+@pytest.mark.slow
+def test_auto_gamma_is_no_worse_than_the_median_heuristic_on_blobs():
+    from sklearn.datasets import make_blobs
+
+    auto, median = [], []
+    for seed in range(3):
+        x, y = make_blobs(2000, centers=5, random_state=seed)
+        for store, gamma in ((auto, "auto"), (median, "median")):
+            model = MiniBatchKernelKMeans(5, gamma=gamma, random_state=seed).fit(x)
+            store.append(adjusted_rand_score(y, model.predict(x)))
+    assert np.median(auto) >= np.median(median) - 0.02, (auto, median)
