@@ -95,12 +95,14 @@ class MiniBatchKernelKMeans(ParamsMixin):
         "polynomial", "cosine", "linear", or seed 002's graph kernels "knn" and "heat"
         (fitted on landmark rows: all of X in :meth:`fit`, the initialisation sample in
         streaming; see ``docs/kernels.md``).
-    gamma : float, "auto" or "median", default="auto"
-        Kernel coefficient of rbf, laplacian and polynomial. ``"auto"``: chosen on the
-        initialisation sample among widths median * 2^j by the eigengap of the normalised
-        kernel matrix (:func:`streamkm.kernels.resolve_gamma`); ``"median"``: the median
-        heuristic (polynomial: 1 / n_features). None means ``"auto"``. Resolved value in
-        ``gamma_`` (kept in the state).
+    gamma : float, "auto", "median" or "eigengap", default="auto"
+        Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
+        initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
+        median heuristic (polynomial: 1 / n_features), ``"eigengap"`` picks among widths
+        median * 2^j by the eigengap of the normalised kernel matrix, ``"auto"`` is the rule
+        that measured best (currently the median heuristic; docs/kernels.md). None means
+        ``"auto"``. Resolved value in ``gamma_`` (kept in the state). For non-convex
+        clusters no width suffices: use ``kernel="heat"``.
     kernel_params : dict, optional
         Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``
         and ``dense_limit`` (heat).
