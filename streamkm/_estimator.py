@@ -26,7 +26,7 @@ from sklearn.utils.validation import validate_data
 
 from streamkm._validation import check_finite
 from streamkm.exceptions import InputTypeError, ParameterError, ValidationError
-from streamkm.kernels import KERNELS
+from streamkm.kernels import GAMMA_RULES, KERNELS
 
 __all__ = ["StreamkmEstimator", "PreservesFloat32Mixin", "SparseInputMixin",
            "same_param_value", "RANDOM_STATE_CONSTRAINT", "KERNEL_CONSTRAINTS"]
@@ -46,7 +46,8 @@ RANDOM_STATE_CONSTRAINT: list[Any] = [
 KERNEL_CONSTRAINTS: dict[str, list[Any]] = {
     "n_clusters": [Interval(Integral, 1, None, closed="left")],
     "kernel": [StrOptions(set(KERNELS))],
-    "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+    "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions(set(GAMMA_RULES)), None],
+    "kernel_params": [dict, None],
     "degree": [Interval(Integral, 1, None, closed="left")],
     "coef0": [Interval(Real, None, None, closed="neither")],
 }

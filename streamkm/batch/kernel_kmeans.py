@@ -21,12 +21,11 @@ from streamkm._validation import check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, row_chunks
 from streamkm.batch.seeding import d2_sampling, farthest_first
 from streamkm.exceptions import ParameterError
-from streamkm.kernels import KernelSpec, median_heuristic_gamma
+from streamkm.kernels import KernelSpec, build_kernel
 
 __all__ = ["KernelKMeans", "kernel_lloyd", "KernelLloydResult"]
 
 INIT_METHODS = ("k-means++", "farthest", "random")
-_GAMMA_KERNELS = ("rbf", "laplacian", "polynomial")
 # Above this fraction of changed labels, recomputing K @ H is cheaper than updating it.
 _FULL_UPDATE_FRACTION = 0.25
 
@@ -223,11 +222,14 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     ----------
     n_clusters : int
         Number of clusters k.
-    kernel : {"rbf", "laplacian", "polynomial", "cosine", "linear"}
-        See :class:`streamkm.kernels.KernelSpec`.
-    gamma : float, "auto" or None
-        Kernel width; None or ``"auto"`` uses :func:`streamkm.kernels.median_heuristic_gamma`
-        on X.
+    kernel : str
+        A registered kernel (:func:`streamkm.kernels.kernel_names`); graph kernels (knn,
+        heat) are fitted on X.
+    gamma : float, "auto", "median" or None
+        Kernel width (rbf, laplacian, polynomial); a rule is resolved on X by
+        :func:`streamkm.kernels.resolve_gamma` (None means "auto").
+    kernel_params : dict or None
+        Kernel options (see :class:`streamkm.cluster.MiniBatchKernelKMeans`).
     degree : int
         Polynomial degree.
     coef0 : float
@@ -259,7 +261,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     center_sq_norms_ : numpy.ndarray of shape (n_clusters,), float64
         <C_j, C_j> of each cluster mean.
     X_fit_ : numpy.ndarray of shape (n_samples, n_features)
-        The training rows (the centers are their cluster means in feature space).
+        The training rows as the kernel uses them (``kernel_.prepare``; the input rows
+        except for graph kernels). The centers are their cluster means in feature space.
     n_features_in_ : int
 
     Notes
@@ -303,6 +306,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         tol: float = 0.0,
         init: str | np.ndarray = "k-means++",
         random_state: int | np.random.Generator | None = None,
+        kernel_params: dict[str, Any] | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -314,16 +318,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self.tol = tol
         self.init = init
         self.random_state = random_state
+        self.kernel_params = kernel_params
 
     def _kernel_spec(self, x: np.ndarray, rng: np.random.Generator) -> KernelSpec:
-        kernel = self.kernel
-        if kernel not in _GAMMA_KERNELS:
-            gamma = None
-        elif self.gamma is None or self.gamma == "auto":
-            gamma = median_heuristic_gamma(x, kernel, rng)
-        else:
-            gamma = float(self.gamma)
-        return KernelSpec(kernel, gamma, self.degree, self.coef0)
+        return build_kernel(self.kernel, self.gamma, sample=x, rng=rng,
+                            n_clusters=int(self.n_clusters), degree=self.degree,
+                            coef0=self.coef0, kernel_params=self.kernel_params)
 
     def _init_indices(self, k: int, n: int) -> np.ndarray | None:
         if isinstance(self.init, str):
@@ -377,6 +377,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         fixed_seeds = self._init_indices(k, n)
         rng = check_random_state(self.random_state)
         spec = self._kernel_spec(x, rng)
+        n_features = x.shape[1]
+        x = spec.prepare(x)
         kernel_matrix = spec.block(x, x)
         diag = np.diagonal(kernel_matrix).astype(np.float64)
         best: KernelLloydResult | None = None
@@ -406,6 +408,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """Squared feature-space distances (n_rows, k) of new rows to the fitted means."""
         check_is_fitted(self, "labels_")
         x = np.ascontiguousarray(self._validate_X(X, reset=False), dtype=self.X_fit_.dtype)
+        x = self.kernel_.prepare(x)
         k = self.cluster_sizes_.shape[0]
         one_hot = _one_hot(self.labels_, k, self.X_fit_.dtype)
         out = np.empty((x.shape[0], k), dtype=np.float64)

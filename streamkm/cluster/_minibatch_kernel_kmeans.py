@@ -33,7 +33,7 @@ from streamkm._raw_rows import RawRows
 from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
-from streamkm.kernels import KernelSpec, median_heuristic_gamma
+from streamkm.kernels import KernelSpec, build_kernel
 from streamkm.model import StepReport
 from streamkm.state_io import read_npz, write_npz_atomic
 
@@ -44,7 +44,7 @@ STATE_VERSION = 1
 _BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in transform / predict
 #: Parameters a fitted model is built from: changing one between ``partial_fit`` / ``step``
 #: calls raises (refit or clone instead). The others take effect as documented in the class.
-FROZEN_AFTER_FIT = ("n_clusters", "kernel", "gamma", "degree", "coef0", "tau", "tol",
+FROZEN_AFTER_FIT = ("n_clusters", "kernel", "gamma", "kernel_params", "degree", "coef0", "tau", "tol",
                     "patience", "wake_margin", "smoothing", "drift")
 
 
@@ -63,12 +63,22 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     ----------
     n_clusters : int
         Number of clusters k.
-    kernel : {"rbf", "laplacian", "polynomial", "cosine", "linear"}, default="rbf"
-        The kernel K(x, y) (see :class:`streamkm.kernels.KernelSpec`).
-    gamma : float, "auto" or None, default=None
-        Kernel coefficient. None or ``"auto"``: for rbf 1 / median squared pairwise distance
-        of the initialisation sample, for laplacian 1 / median L1 distance, for polynomial
-        1 / n_features. Resolved value in ``gamma_``.
+    kernel : str, default="rbf"
+        A registered kernel (:func:`streamkm.kernels.kernel_names`): "rbf", "laplacian",
+        "polynomial", "cosine", "linear", or seed 002's graph kernels "knn" and "heat"
+        (fitted on landmark rows: all of X in :meth:`fit`, the initialisation sample in
+        streaming; see ``docs/kernels.md``).
+    gamma : float, "auto", "median" or "eigengap", default="auto"
+        Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
+        initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
+        median heuristic (polynomial: 1 / n_features), ``"eigengap"`` picks among widths
+        median * 2^j by the eigengap of the normalised kernel matrix, ``"auto"`` is the rule
+        that measured best (currently the median heuristic; docs/kernels.md). None means
+        ``"auto"``. Resolved value in ``gamma_`` (kept in the state). For non-convex
+        clusters no width suffices: use ``kernel="heat"``.
+    kernel_params : dict, optional
+        Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``
+        and ``dense_limit`` (heat).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0
@@ -83,11 +93,14 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     learning_rate : {"sqrt", "count"}, default="sqrt"
         ``"sqrt"``: alpha_j = sqrt(b_j / b) (the paper's rate, does not decay);
         ``"count"``: alpha_j = b_j / (v_j + b_j), v_j the rows seen by center j.
-    tol : float, default=0.02
-        A step whose relative batch improvement is below ``tol`` counts as small.
-    patience : int, default=5
+    tol : float, default=0.005
+        A step counts as small when the smoothed (EWMA) batch objective makes no new
+        minimum by this relative margin (rule and evidence: ``streamkm.cluster._monitor``
+        and docs/benchmarks.md).
+    patience : int, default=10
         Small steps in a row after which the model is converged: :meth:`fit` stops;
-        streaming updates become assign-only until the objective rises (see ``wake_margin``).
+        streaming updates become assign-only until the objective rises (see ``wake_margin``;
+        after a quick re-wake the model learns at least a doubling dwell time first).
     max_iter : int, default=300
         Maximum number of steps of :meth:`fit`.
     init : {"k-means++", "farthest"}, default="k-means++"
@@ -210,14 +223,14 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         n_clusters: int = 8,
         *,
         kernel: str = "rbf",
-        gamma: float | None = None,
+        gamma: float | str | None = "auto",
         degree: int = 3,
         coef0: float = 1.0,
         batch_size: int = 1024,
         tau: int = 200,
         learning_rate: str = "sqrt",
-        tol: float = 0.02,
-        patience: int = 5,
+        tol: float = 0.005,
+        patience: int = 10,
         max_iter: int = 300,
         init: str = "k-means++",
         n_init: int = 3,
@@ -227,6 +240,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         smoothing: float = 0.2,
         random_state: int | np.random.Generator | None = None,
         drift: Any = None,
+        kernel_params: dict[str, Any] | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -247,6 +261,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self.smoothing = smoothing
         self.random_state = random_state
         self.drift = drift
+        self.kernel_params = kernel_params
 
     # ------------------------------------------------------------------ parameters
     def _check_param_relations(self) -> None:
@@ -302,7 +317,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             self.__dict__.pop(name, None)
 
     def _initialize(self, sample: np.ndarray, rng: np.random.Generator,
-                    raw_sample: RawRows | None = None) -> None:
+                    raw_sample: RawRows | None = None,
+                    landmarks: np.ndarray | None = None) -> None:
         k = self.n_clusters
         if sample.shape[0] < k:
             raise ValidationError(
@@ -311,11 +327,12 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self._rng = rng
         self.n_features_in_ = sample.shape[1]
         self._dtype = sample.dtype
-        gamma = None if self.gamma == "auto" else self.gamma
-        if gamma is None and self.kernel in ("rbf", "laplacian", "polynomial"):
-            gamma = median_heuristic_gamma(sample, self.kernel, rng)
-        self.gamma_ = None if self.kernel in ("cosine", "linear") else float(gamma)
-        self._kernel_spec = KernelSpec(self.kernel, self.gamma_, self.degree, float(self.coef0))
+        self._kernel_spec = build_kernel(
+            self.kernel, self.gamma, sample=sample, rng=rng, n_clusters=k, degree=self.degree,
+            coef0=float(self.coef0), kernel_params=self.kernel_params, landmarks=landmarks,
+        )
+        self.gamma_ = self._kernel_spec.gamma
+        sample = self._kernel_spec.prepare(sample)
 
         kmat = self._kernel_spec.block(sample, sample)
         diag = self._kernel_spec.diagonal(sample)
@@ -326,7 +343,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             candidate = warm_up(kmat, diag, seeds, max_steps=int(self.n_warmup))
             if best is None or candidate.objective < best.objective:
                 best = candidate
-        if self.kernel == "linear":
+        if self._kernel_spec.explicit_features:
             self._centers = ExplicitCenters.from_sample_weights(sample, best.weights, raw_sample)
         else:
             self._centers = SupportCenters.from_sample_weights(
@@ -357,7 +374,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     def fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
         """Fit on X: mini-batches sampled with replacement until early stop or ``max_iter``.
 
-        Early stop: ``patience`` steps in a row with relative improvement below ``tol``.
+        Early stop: ``patience`` steps in a row in which the smoothed batch objective
+        makes no new minimum by the relative margin ``tol``.
         Sets ``labels_`` and ``inertia_`` for X with the final centers and ``n_iter_``.
         """
         x = self._validate_X(X, reset=True)
@@ -370,18 +388,15 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             )
         init_size = min(n, self.init_size or 3 * self.batch_size)
         init_rows = np.sort(rng.choice(n, size=init_size, replace=False))
-        self._initialize(np.ascontiguousarray(x[init_rows]), rng)
+        self._initialize(np.ascontiguousarray(x[init_rows]), rng, landmarks=x)
+        x = self._kernel_spec.prepare(x)
         batch = min(self.batch_size, n)
         n_iter = 0
-        self._rows_checked_by_fit = True
-        try:
-            for n_iter in range(1, self.max_iter + 1):
-                rows = rng.integers(n, size=batch)
-                self.step(x[rows])
-                if self._monitor.converged:
-                    break
-        finally:
-            del self._rows_checked_by_fit
+        for n_iter in range(1, self.max_iter + 1):
+            rows = rng.integers(n, size=batch)
+            self._learn(x[rows], None, None)
+            if self._monitor.converged:
+                break
         self.n_iter_ = n_iter
         sq_distances = self._chunked_distances(self._centers, x)
         self.labels_ = np.argmin(sq_distances, axis=1).astype(np.int64)
@@ -440,6 +455,11 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             self._check_frozen_params()
             x = self._check_input(X)
             self._check_raw(raw, x.shape[0], first=False)
+        return self._learn(self._kernel_spec.prepare(x), raw, weights)
+
+    def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
+               ) -> StepReport:
+        """The step on prepared rows (:meth:`KernelSpec.prepare`)."""
         x_sq = sq_norms(x)
         diag = self._kernel_spec.diagonal(x)
         update = not self._monitor.converged
@@ -511,6 +531,11 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         monitor stay. Later batches must be sketched with the same ``transform``.
         """
         self._check_fitted()
+        if self._kernel_spec.kind.fitted:
+            raise ParameterError(
+                f"kernel {self.kernel!r} is fitted on landmark rows in the old feature space: "
+                "it cannot be re-sketched"
+            )
         if self._centers.raw is None:
             raise NotFittedError(
                 "resketch needs the raw rows: start the model with step(X, raw=...)"
@@ -548,7 +573,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
 
     def _sq_distances(self, X: Any) -> np.ndarray:
         self._check_fitted()
-        return self._chunked_distances(self._centers, self._check_input(X))
+        x = self._kernel_spec.prepare(self._check_input(X))
+        return self._chunked_distances(self._centers, x)
 
     def transform(self, X: Any) -> np.ndarray:
         """Squared kernel distances ||phi(x) - C_j||^2, shape (n_samples, n_clusters).
@@ -608,10 +634,11 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     @property
     def cluster_centers_(self) -> np.ndarray:
         self._check_fitted()
-        if self.kernel != "linear":
+        if not self._kernel_spec.explicit_features:
             raise AttributeError(
-                f"cluster_centers_ exists only for kernel='linear', not {self.kernel!r}: "
-                "kernel centers are implicit (convex combinations of support rows)"
+                f"cluster_centers_ exists only for kernels with explicit features (linear, "
+                f"heat), not {self.kernel!r}: kernel centers are implicit (convex "
+                "combinations of support rows)"
             )
         return self._centers.centers
 
@@ -630,6 +657,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         params["drift"] = None if policy is None else policy.to_dict()
         arrays = dict(self._centers.to_arrays())
         arrays["counts"] = self.counts_
+        kernel_arrays, kernel_fitted = self._kernel_spec.to_arrays()
+        arrays.update(kernel_arrays)
         meta = {
             "format": STATE_FORMAT,
             "format_version": STATE_VERSION,
@@ -638,6 +667,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             "n_features_in": int(self.n_features_in_),
             "dtype": np.dtype(self._dtype).name,
             "kernel_spec": self._kernel_spec.to_dict(),
+            "kernel_fitted": kernel_fitted,
             "gamma_": self.gamma_,
             "n_steps": int(self.n_steps_),
             "batch_objective": None if math.isnan(self.batch_objective_) else self.batch_objective_,
@@ -671,9 +701,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             model._validate_params()
             model.n_features_in_ = int(meta["n_features_in"])
             model._dtype = np.dtype(meta["dtype"])
-            model._kernel_spec = KernelSpec.from_dict(meta["kernel_spec"])
+            model._kernel_spec = KernelSpec.from_dict(
+                meta["kernel_spec"], arrays, meta.get("kernel_fitted"))
             model.gamma_ = meta["gamma_"]
-            if model.kernel == "linear":
+            if model._kernel_spec.explicit_features:
                 model._centers = ExplicitCenters.from_arrays(arrays)
             else:
                 model._centers = SupportCenters.from_arrays(

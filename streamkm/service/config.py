@@ -229,8 +229,8 @@ class ModelConfig(_Section):
     """Parameters of :class:`streamkm.MiniBatchKernelKMeans`; unset keys keep its defaults."""
 
     n_clusters: int = Field(gt=0)
-    kernel: Literal["rbf", "laplacian", "polynomial", "cosine", "linear"] = "rbf"
-    gamma: float | None = Field(default=None, gt=0)
+    kernel: Literal["rbf", "laplacian", "polynomial", "cosine", "linear", "knn", "heat"] = "rbf"
+    gamma: Annotated[float, Field(gt=0)] | Literal["auto", "median", "eigengap"] | None = None
     degree: int | None = Field(default=None, gt=0)
     coef0: float | None = None
     tau: int | None = Field(default=None, gt=0)

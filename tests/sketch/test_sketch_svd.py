@@ -41,7 +41,8 @@ def test_residual_within_one_plus_eps_of_best_rank_k(eps: float) -> None:
     for seed in range(4):
         z = approximate_right_singular_vectors(a, k, eps, np.random.default_rng(seed))
         residual = float(np.linalg.norm(a - a @ z @ z.T) ** 2)
-        assert best <= residual <= (1 + eps) * best
+        # power iterations reach the best rank-k residual up to rounding
+        assert best * (1 - 1e-12) <= residual <= (1 + eps) * best
 
 
 def test_sign_convention_is_deterministic() -> None:
