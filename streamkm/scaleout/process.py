@@ -47,6 +47,7 @@ from streamkm.service.batcher import Batch, Batcher
 from streamkm.service.config import ServiceConfig
 from streamkm.service.logs import log_event
 from streamkm.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
+from streamkm.service.preflight import metrics_bind_error
 from streamkm.service.runtime import ServiceStatus
 from streamkm.service.wiring import build_decoder, build_model, build_sinks, build_source
 from streamkm.state_io import fsync_dir
@@ -194,8 +195,11 @@ class ScaleoutService:
         previous = self._read_worker_state()
         self.metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(0)
         if self._serve_metrics:
-            self.metrics_server = start_metrics_server(
-                self.metrics.registry, cfg.metrics.address, cfg.metrics.port)
+            try:
+                self.metrics_server = start_metrics_server(
+                    self.metrics.registry, cfg.metrics.address, cfg.metrics.port)
+            except OSError as exc:  # one line naming the key and the fix (preflight.py)
+                raise metrics_bind_error(cfg.metrics.address, cfg.metrics.port, exc) from None
             log_event(_log, "info", "metrics_listening", url=self.metrics_server.url,
                       address=cfg.metrics.address, port=self.metrics_server.port)
         self._started = True

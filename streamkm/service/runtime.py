@@ -31,8 +31,11 @@ from streamkm.exceptions import CheckpointError
 from streamkm.service.batcher import Batch, Batcher
 from streamkm.service.checkpoint import CheckpointStore
 from streamkm.service.config import ServiceConfig, config_hash
+from streamkm.service.config_diff import check_against_checkpoint
+from streamkm.service.config_view import flatten_config
 from streamkm.service.logs import log_event
 from streamkm.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
+from streamkm.service.preflight import metrics_bind_error
 from streamkm.service.sketching import ServiceSketching
 from streamkm.service.wiring import (
     ServiceSinks,
@@ -103,6 +106,9 @@ class Service:
         Overrides the configured source (embedding, tests).
     serve_metrics : bool, optional
         Start the HTTP endpoint; defaults to ``config.metrics.enabled``.
+    reset_model : bool, optional
+        Start a fresh model over the latest checkpoint's input and output positions
+        (``streamkm run --reset-model``; see ``streamkm.service.config_diff``).
 
     Notes
     -----
@@ -112,8 +118,12 @@ class Service:
     """
 
     def __init__(self, config: ServiceConfig, *, registry: CollectorRegistry | None = None,
-                 source: Source | None = None, serve_metrics: bool | None = None) -> None:
+                 source: Source | None = None, serve_metrics: bool | None = None,
+                 reset_model: bool = False) -> None:
         self.config = config
+        self._reset_model = reset_model
+        self._model_was_reset = False
+        self._config_snapshot = flatten_config(config)  # stored in checkpoints, secrets masked
         self.metrics = ServiceMetrics(registry)
         self.metrics.init_reasons([r.value for r in RejectReason])
         self._sketching = ServiceSketching(config, self.metrics)
@@ -158,6 +168,10 @@ class Service:
         self._store = CheckpointStore(cfg.checkpoint.dir, keep=cfg.checkpoint.keep,
                                       on_corrupt=lambda _p, _e: self.metrics.checkpoint_corrupt.inc())
         checkpoint = self._store.load_latest()
+        if checkpoint is not None:
+            # Refuses (ConfigError) a model-defining change unless --reset-model; logs the rest.
+            check_against_checkpoint(cfg, checkpoint.meta, str(checkpoint.path),
+                                     reset_model=self._reset_model)
         self._sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
         self._record_assignments = isinstance(self._sinks.assignments, RecordAssignmentSink)
         source = self._source if self._source is not None else build_source(
@@ -187,13 +201,25 @@ class Service:
         self._committed_next_part = self._batcher.next_part
         self._refresh_model_metrics()
         if self._serve_metrics:
-            self.metrics_server = start_metrics_server(
-                self.metrics.registry, cfg.metrics.address, cfg.metrics.port)
+            try:
+                self.metrics_server = start_metrics_server(
+                    self.metrics.registry, cfg.metrics.address, cfg.metrics.port)
+            except OSError as exc:  # one line naming the key and the fix (preflight.py)
+                self.close(final_checkpoint=False)
+                raise metrics_bind_error(cfg.metrics.address, cfg.metrics.port, exc) from None
             log_event(_log, "info", "metrics_listening", url=self.metrics_server.url,
                       address=cfg.metrics.address, port=self.metrics_server.port)
         self._started = True
-        if checkpoint is None:
-            self.checkpoint(reason="initial")
+        if checkpoint is None or self._model_was_reset:
+            # Outputs are only accountable once a checkpoint records their lengths: a
+            # service that cannot write its first one must not write any (issue 13).
+            reason = "model_reset" if self._model_was_reset else "initial"
+            if not self.checkpoint(reason=reason):
+                self.close(final_checkpoint=False)
+                raise CheckpointError(
+                    f"cannot write the {reason} checkpoint in {str(cfg.checkpoint.dir)!r} "
+                    f"(see the checkpoint_failed log line): nothing was processed; make "
+                    f"[checkpoint] dir writable and start again")
         if self._dynamic is not None:
             self._dynamic.start(_AssignmentHooks(self))
         log_event(_log, "info", "service_started", partitions=sorted(self._parts),
@@ -201,10 +227,11 @@ class Service:
                   checkpoint=str(checkpoint.path) if checkpoint else None)
 
     def _restore(self, checkpoint: Any) -> None:
-        if checkpoint.meta.get("config_hash") != self._config_hash:
-            log_event(_log, "warning", "config_changed_since_checkpoint",
-                      checkpoint=str(checkpoint.path))
-        if checkpoint.model_meta is not None:
+        if self._reset_model:
+            self._model_was_reset = True
+            log_event(_log, "warning", "model_reset", checkpoint=str(checkpoint.path),
+                      discarded_step=int((checkpoint.model_meta or {}).get("n_steps", 0)))
+        elif checkpoint.model_meta is not None:
             self.model = self._sketching.restore(checkpoint)
         assert self._sinks is not None
         for name, sink in self._sinks.named().items():
@@ -448,7 +475,8 @@ class Service:
                 model_arrays=model_arrays, model_meta=model_meta,
                 positions=self._committed_positions, sink_positions=sink_positions,
                 counters=self._counters(), config_hash=self._config_hash,
-                extra={"batcher": {"next_part": self._committed_next_part}}, **sketch_state)
+                extra={"batcher": {"next_part": self._committed_next_part},
+                       "config": self._config_snapshot}, **sketch_state)
         except (CheckpointError, OSError) as exc:
             m.checkpoint_failures.inc()
             log_event(_log, "error", "checkpoint_failed", reason=reason, error=str(exc))
