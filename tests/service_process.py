@@ -124,14 +124,15 @@ class RunningService:
                 if line.startswith("{")]
 
 
-def run_until_assigned(config: Path, n: int, *args: str,
-                       env: dict[str, str] | None = None) -> RunningService:
-    """Run the service until ``out/assignments.jsonl`` has ``n`` lines, then stop it (exit
-    0 asserted)."""
+def run_until_assigned(config: Path, n: int, *args: str, env: dict[str, str] | None = None,
+                       assignments: Path | None = None) -> RunningService:
+    """Run the service until ``assignments`` (default ``out/assignments.jsonl`` next to the
+    configuration) has ``n`` lines, then stop it (exit 0 asserted)."""
+    output = assignments or config.parent / "out" / "assignments.jsonl"
     service = RunningService(config, *args, env=env)
     try:
         service.wait_until(service.started)
-        service.wait_until(lambda: count_lines(config.parent / "out" / "assignments.jsonl") >= n)
+        service.wait_until(lambda: count_lines(output) >= n)
     finally:
         code = service.stop()
     assert code == 0, service.stderr()
