@@ -1,4 +1,4 @@
-"""RTMM vs RSCD initial-pair generation, and bisection quality of RTMM pairs (seed 003).
+"""RTMM vs RSCD initial-pair generation, and bisection quality of RTMM pairs (Li and He).
 
 Prints markdown tables (the ones in docs/benchmarks.md, section "drift"):
 
