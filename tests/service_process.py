@@ -3,13 +3,15 @@ subprocess, on real files, with a configuration written to disk."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +66,15 @@ level = "info"
 {extra}
 """ + ("" if "[metrics]" in extra else "[metrics]\nenabled = false\n"))
     return config
+
+
+@contextlib.contextmanager
+def busy_port() -> Iterator[int]:
+    """A loopback port another socket listens on, for the duration."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield busy.getsockname()[1]
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120

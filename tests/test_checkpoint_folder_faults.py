@@ -64,15 +64,20 @@ def _fill(folder: Path) -> None:
             assert exc.errno == errno.ENOSPC
 
 
-def test_full_checkpoint_folder_refuses_before_any_output(tmp_path: Path,
-                                                          mounts: list[Path]) -> None:
+def _full_folder_and_config(tmp_path: Path, mounts: list[Path]) -> tuple[Path, Path]:
+    """A full 256 KiB tmpfs and a configuration of 300 records (folder, config file)."""
     folder = tmp_path / "full"
     _mount_tmpfs(folder, "size=256k")
     mounts.append(folder)
     _fill(folder)
     data = tmp_path / "in.jsonl"
     write_jsonl(data, blob_rows(300))
-    config = service_config(tmp_path, data)
+    return folder, service_config(tmp_path, data)
+
+
+def test_full_checkpoint_folder_refuses_before_any_output(tmp_path: Path,
+                                                          mounts: list[Path]) -> None:
+    folder, config = _full_folder_and_config(tmp_path, mounts)
     proc = cli("run", "-c", str(config), env={"STREAMKM_CHECKPOINT__DIR": str(folder)})
     assert proc.returncode == 2
     assert proc.stderr == (
@@ -90,14 +95,8 @@ def test_service_without_its_first_checkpoint_writes_no_output(tmp_path: Path,
     from streamkm.service.config import load_config
     from streamkm.service.runtime import Service
 
-    folder = tmp_path / "full"
-    _mount_tmpfs(folder, "size=256k")
-    mounts.append(folder)
-    _fill(folder)
-    data = tmp_path / "in.jsonl"
-    write_jsonl(data, blob_rows(300))
-    config = load_config(service_config(tmp_path, data),
-                         env={"STREAMKM_CHECKPOINT__DIR": str(folder)})
+    folder, config_file = _full_folder_and_config(tmp_path, mounts)
+    config = load_config(config_file, env={"STREAMKM_CHECKPOINT__DIR": str(folder)})
     service = Service(config, registry=CollectorRegistry())
     with pytest.raises(CheckpointError, match="cannot write the initial checkpoint"):
         service.start()

@@ -9,21 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from service_process import cli
+from service_process import busy_port, cli
+from test_config import MINIMAL
 from streamkm.service.config import config_from_mapping, load_config
 
 pytestmark = pytest.mark.service
 
-BASE = """
-[source]
-paths = ["in.jsonl"]
-[decoding]
-dim = 3
-[model]
-n_clusters = 4
-[metrics]
-port = 0
-"""
+BASE = MINIMAL + "[metrics]\nport = 0\n"
 
 SASL = {"STREAMKM_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT",
         "STREAMKM_KAFKA__SASL_MECHANISM": "PLAIN",
@@ -133,10 +125,7 @@ def test_config_check_finds_busy_port_and_unreachable_broker(tmp_path: Path) -> 
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         dead = closed.getsockname()[1]
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
+    with busy_port() as port:
         text = BASE.replace("port = 0", f"port = {port}") + (
             f'[sinks]\nkind = "kafka"\n[kafka]\nbootstrap_servers = ["127.0.0.1:{dead}"]\n')
         proc = cli("config", "check", "-c", str(write(tmp_path, text)))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import urllib.request
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from service_process import (
     RunningService,
     blob_rows,
+    busy_port,
     cli,
     count_lines,
     run_until_assigned,
@@ -99,12 +99,19 @@ def test_inspect_summary_explains_csv_header_and_positions(tmp_path: Path) -> No
     assert position["files"][0]["offset"] == size and "fp" in position["files"][0]
 
 
-def test_model_defining_change_refuses_and_reset_model_starts_fresh(tmp_path: Path) -> None:
-    rows = blob_rows(1200)
+def clustered(tmp_path: Path, n: int) -> tuple[list, Path, Path]:
+    """``n`` records in ``in.jsonl`` clustered by a service run to the end: (rows, data
+    file, configuration)."""
+    rows = blob_rows(n)
     data = tmp_path / "in.jsonl"
     write_jsonl(data, rows)
     config = service_config(tmp_path, data)
     run_until_assigned(config, len(rows))
+    return rows, data, config
+
+
+def test_model_defining_change_refuses_and_reset_model_starts_fresh(tmp_path: Path) -> None:
+    rows, data, config = clustered(tmp_path, 1200)
     assignments = tmp_path / "out" / "assignments.jsonl"
 
     refused = cli("run", "-c", str(config), env={"STREAMKM_MODEL__N_CLUSTERS": "5"})
@@ -142,11 +149,7 @@ def test_model_defining_change_refuses_and_reset_model_starts_fresh(tmp_path: Pa
 
 
 def test_outputs_without_checkpoint_refused_unless_told(tmp_path: Path) -> None:
-    rows = blob_rows(600)
-    data = tmp_path / "in.jsonl"
-    write_jsonl(data, rows)
-    config = service_config(tmp_path, data)
-    run_until_assigned(config, len(rows))
+    rows, _data, config = clustered(tmp_path, 600)
     assignments = tmp_path / "out" / "assignments.jsonl"
     shutil.rmtree(tmp_path / "ck")
 
@@ -164,15 +167,16 @@ def test_outputs_without_checkpoint_refused_unless_told(tmp_path: Path) -> None:
     assert count_lines(assignments) == 2 * len(rows)
 
 
-def test_metrics_port_in_use_exits_2_with_one_line(tmp_path: Path) -> None:
+def small_config(tmp_path: Path, extra: str = "") -> Path:
+    """A configuration over 10 records."""
     data = tmp_path / "in.jsonl"
     write_jsonl(data, blob_rows(10))
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        config = service_config(tmp_path, data, extra=f"[metrics]\nport = {port}\n")
-        proc = cli("run", "-c", str(config))
+    return service_config(tmp_path, data, extra=extra)
+
+
+def test_metrics_port_in_use_exits_2_with_one_line(tmp_path: Path) -> None:
+    with busy_port() as port:
+        proc = cli("run", "-c", str(small_config(tmp_path, f"[metrics]\nport = {port}\n")))
     assert proc.returncode == 2
     assert proc.stderr == (f"streamkm: error: metrics.port {port} is in use: set [metrics] "
                            f"port or STREAMKM_METRICS__PORT=0 (any free port)\n")
@@ -187,14 +191,8 @@ def test_metrics_bind_error_at_server_start_names_the_key(tmp_path: Path) -> Non
     from streamkm.service.config import load_config
     from streamkm.service.runtime import Service
 
-    data = tmp_path / "in.jsonl"
-    write_jsonl(data, blob_rows(10))
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        config = load_config(service_config(tmp_path, data,
-                                            extra=f"[metrics]\nport = {port}\n"), env={})
+    with busy_port() as port:
+        config = load_config(small_config(tmp_path, f"[metrics]\nport = {port}\n"), env={})
         with pytest.raises(ConfigError, match=f"^metrics.port {port} is in use: set"):
             Service(config, registry=CollectorRegistry()).start()
 
@@ -204,9 +202,7 @@ def test_metrics_bind_error_at_server_start_names_the_key(tmp_path: Path) -> Non
     ("192.0.2.1", "metrics.address '192.0.2.1' is not an address of this host"),
 ])
 def test_bad_metrics_address_exits_2(tmp_path: Path, address: str, needle: str) -> None:
-    data = tmp_path / "in.jsonl"
-    write_jsonl(data, blob_rows(10))
-    config = service_config(tmp_path, data, extra=f'[metrics]\naddress = "{address}"\n')
+    config = small_config(tmp_path, f'[metrics]\naddress = "{address}"\n')
     proc = cli("run", "-c", str(config))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and needle in proc.stderr
@@ -214,10 +210,8 @@ def test_bad_metrics_address_exits_2(tmp_path: Path, address: str, needle: str) 
 
 
 def test_checkpoint_dir_under_a_file_exits_2(tmp_path: Path) -> None:
-    data = tmp_path / "in.jsonl"
-    write_jsonl(data, blob_rows(10))
     (tmp_path / "plain").write_text("x")
-    config = service_config(tmp_path, data)
+    config = small_config(tmp_path)
     proc = cli("run", "-c", str(config), env={"STREAMKM_CHECKPOINT__DIR": "plain/ck"})
     assert proc.returncode == 2
     assert proc.stderr == (

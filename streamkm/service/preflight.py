@@ -121,22 +121,30 @@ def _check_folder(key: str, folder: Path) -> list[Finding]:
     return []
 
 
-def _check_output_file(key: str, path: Path) -> list[Finding]:
-    """A file the service appends to (created with its folder if missing)."""
+def _not_a_folder(key: str, path: Path, target: str) -> list[Finding]:
     if path.is_dir():
         return [Finding("error", f"{key} {str(path)!r} is a folder, not a file: "
-                                 f"{_fix(key)} to a file path")]
-    findings = _check_folder(key, path.parent)
-    if findings:
-        return findings
-    if path.exists():
-        try:
-            with open(path, "ab"):
-                pass
-        except OSError as exc:
-            return [Finding("error", f"{key} {str(path)!r} cannot be appended to: "
-                                     f"{_reason(exc)}: {_fix(key)} to a writable file")]
+                                 f"{_fix(key)} to {target}")]
     return []
+
+
+def _opens(key: str, path: Path, mode: str, failure: str, target: str) -> list[Finding]:
+    """Open ``path`` with ``mode`` and close it (appending nothing)."""
+    try:
+        with open(path, mode):
+            pass
+    except OSError as exc:
+        return [Finding("error", f"{key} {str(path)!r} {failure}: {_reason(exc)}: "
+                                 f"{_fix(key)} to {target}")]
+    return []
+
+
+def _check_output_file(key: str, path: Path) -> list[Finding]:
+    """A file the service appends to (created with its folder if missing)."""
+    findings = _not_a_folder(key, path, "a file path") or _check_folder(key, path.parent)
+    if findings or not path.exists():
+        return findings
+    return _opens(key, path, "ab", "cannot be appended to", "a writable file")
 
 
 def _check_source_file(key: str, path: Path) -> list[Finding]:
@@ -147,16 +155,8 @@ def _check_source_file(key: str, path: Path) -> list[Finding]:
     if not path.exists():
         return [Finding("warning", f"{key} {str(path)!r} does not exist (yet): the service "
                                    f"waits for it; {_fix(key)} if that is not the input")]
-    if path.is_dir():
-        return [Finding("error", f"{key} {str(path)!r} is a folder, not a file: "
-                                 f"{_fix(key)} to the files to read")]
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as exc:
-        return [Finding("error", f"{key} {str(path)!r} cannot be read: {_reason(exc)}: "
-                                 f"{_fix(key)} to readable files")]
-    return []
+    return (_not_a_folder(key, path, "the files to read")
+            or _opens(key, path, "rb", "cannot be read", "readable files"))
 
 
 def _resolve(address: str, port: int) -> list[tuple[int, tuple]] | ConfigError:
