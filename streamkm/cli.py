@@ -194,7 +194,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     stop = threading.Event()
     writer = StreamWriter(stream_file, DriftingStream(seed=args.seed, bad_fraction=0.001),
                           args.rate, stop)
-    service = Service(config)
+    service = Service(config, reset_model=args.reset_model)
     _install_stop_handlers(service.request_stop)
     try:
         service.start()
@@ -314,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "falls back to a free one (default: %(default)s)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the generated stream")
     demo.add_argument("--log-level", choices=levels, help="log level (default: warning)")
+    demo.add_argument("--reset-model", action="store_true",
+                      help="start a fresh model over the kept state (after a streamkm "
+                           "upgrade changed the demo's model settings)")
     demo.set_defaults(func=cmd_demo)
 
     ckpt = sub.add_parser("checkpoint", help="checkpoint tools")

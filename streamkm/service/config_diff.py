@@ -129,8 +129,9 @@ def _refusal(path: str, diff: ConfigDiff) -> str:
     return (f"the configuration changed since checkpoint {path!r} in settings that define "
             f"the model:\n{lines}\nThe checkpointed model keeps the values it was built "
             f"with. Either revert these settings (config file or STREAMKM_<SECTION>__<KEY> "
-            f"variables), or start a fresh model with `streamkm run --reset-model` (keeps "
-            f"the input positions and the outputs written so far, discards the old model)")
+            f"variables), or start a fresh model with --reset-model (`streamkm run "
+            f"--reset-model -c FILE`; keeps the input positions and the outputs written so "
+            f"far, discards the old model)")
 
 
 def check_against_checkpoint(config: ServiceConfig, meta: dict[str, Any], path: str, *,
