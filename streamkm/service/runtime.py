@@ -205,6 +205,7 @@ class Service:
                 self.metrics_server = start_metrics_server(
                     self.metrics.registry, cfg.metrics.address, cfg.metrics.port)
             except OSError as exc:  # one line naming the key and the fix (preflight.py)
+                self._started = True  # so that close() releases what was opened above
                 self.close(final_checkpoint=False)
                 raise metrics_bind_error(cfg.metrics.address, cfg.metrics.port, exc) from None
             log_event(_log, "info", "metrics_listening", url=self.metrics_server.url,
