@@ -115,6 +115,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if config.scaleout.enabled:  # one process of a scale-out group (docs/scaleout.md)
         from streamkm.scaleout.process import ScaleoutService
 
+        if args.reset_model:
+            _error("--reset-model applies to a single process: a scale-out group's model "
+                   "lives on the model topic (scaleout.model_topic), not in checkpoints")
+            return EXIT_CONFIG
         return _run_service(ScaleoutService(config))
     try:
         kept = check_existing_outputs(config, args.on_existing_output)
