@@ -17,6 +17,8 @@
     then every checkpoint file with its validity.
 ``streamkm checkpoint export DIR -o model.npz``
     The current model in the estimator's own format (``MiniBatchKernelKMeans.load``).
+``streamkm completion bash``
+    A bash completion script (``source <(streamkm completion bash)``).
 
 SIGTERM / SIGINT make the service finish its batch, checkpoint and exit 0.
 """
@@ -266,6 +268,14 @@ def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK if any(s["valid"] for s in summaries) else EXIT_FAILURE
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    """``streamkm completion bash``: print the bash completion script."""
+    from streamkm.completion import bash_completion
+
+    sys.stdout.write(bash_completion(build_parser()))
+    return EXIT_OK
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -335,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("dir", help="checkpoint folder ([checkpoint] dir)")
     export.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
     export.set_defaults(func=cmd_checkpoint_export)
+
+    completion = sub.add_parser(
+        "completion", help="print a shell completion script: source <(streamkm completion bash)")
+    completion.add_argument("shell", choices=["bash"], help="the shell")
+    completion.set_defaults(func=cmd_completion)
     return parser
 
 
