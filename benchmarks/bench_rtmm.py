@@ -1,4 +1,4 @@
-"""RTMM vs RSCD vs FRUS initial starts, and bisection quality of each seeding (seed 003).
+"""RTMM vs RSCD vs FRUS initial starts, and bisection quality of each seeding (Li and He).
 
 Prints markdown tables (the ones in docs/benchmarks.md, section "drift"):
 

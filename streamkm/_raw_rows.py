@@ -1,7 +1,7 @@
 """Raw (pre-sketch) rows carried beside the engine's rows: dense arrays or CSR matrices.
 
 When features are sketched before the engine, the engine keeps each support row's raw
-version too, so that a new sketch can re-project the supports (DESIGN.md §3).
+version too, so that a new sketch can re-project the supports.
 """
 
 from __future__ import annotations

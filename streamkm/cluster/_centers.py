@@ -1,7 +1,7 @@
 """Center stores of the mini-batch engine.
 
 ``SupportCenters`` represents each center as a truncated convex combination of stored rows
-in the kernel's feature space (DESIGN.md §2); ``ExplicitCenters`` keeps explicit centroid
+in the kernel's feature space; ``ExplicitCenters`` keeps explicit centroid
 vectors for the linear kernel (the fast path). Both apply the same update rule
 C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j) and report the batch objective before and after.
 """

@@ -1,4 +1,4 @@
-"""Truncated mini-batch kernel k-means (seed 002; DESIGN.md §2)."""
+"""Truncated mini-batch kernel k-means (after Jourdan and Schwartzman, docs/references.md)."""
 
 from __future__ import annotations
 

@@ -65,6 +65,8 @@ class Learner(Protocol):
     """
 
     model: Any
+    #: Whether a first start (or a model reset) must write a checkpoint before any batch.
+    checkpoints_at_start: bool
 
     def attach(self, runtime: Runtime) -> None:
         """Called once by the runtime's constructor (register metrics, keep the runtime)."""

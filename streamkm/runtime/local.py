@@ -24,6 +24,7 @@ from streamkm.runtime.learner import CheckpointContent, Learned
 from streamkm.service.batcher import Batch
 from streamkm.service.checkpoint import Checkpoint
 from streamkm.service.config import ServiceConfig
+from streamkm.service.config_view import flatten_config
 from streamkm.service.sketching import ServiceSketching
 from streamkm.service.wiring import build_model
 from streamkm.sources import RELEASED
@@ -46,8 +47,11 @@ class LocalLearner:
         ``[model]``, ``[drift]``, ``[sketch]`` and ``[batching]`` define the model.
     """
 
+    checkpoints_at_start = True
+
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
+        self._config_snapshot = flatten_config(config)  # stored in checkpoints, secrets masked
         self.model: StreamModel | None = None
         self._sketching: ServiceSketching | None = None
         self._runtime: Runtime | None = None
@@ -75,7 +79,11 @@ class LocalLearner:
         if checkpoint is not None:
             positions = checkpoint.positions
             next_part = int(checkpoint.meta.get("batcher", {}).get("next_part", 0))
-            if checkpoint.model_meta is not None:
+            if runtime.reset_model:
+                runtime.model_was_reset = True
+                log_event(_log, "warning", "model_reset", checkpoint=str(checkpoint.path),
+                          discarded_step=int((checkpoint.model_meta or {}).get("n_steps", 0)))
+            elif checkpoint.model_meta is not None:
                 self.model = self._sketching.restore(checkpoint)
             runtime.restore_sinks(checkpoint)
         batcher, source = runtime.batcher, runtime.source
@@ -152,7 +160,8 @@ class LocalLearner:
         arrays, meta, sketch = self._sketching.state_parts(self.model)
         return CheckpointContent(
             positions=self._committed_positions, model_arrays=arrays, model_meta=meta,
-            extra={"batcher": {"next_part": self._committed_next_part}}, sketch=sketch)
+            extra={"batcher": {"next_part": self._committed_next_part},
+                   "config": self._config_snapshot}, sketch=sketch)
 
     def checkpointed(self, content: CheckpointContent) -> None:
         if self.runtime.dynamic is not None:

@@ -29,6 +29,8 @@ from streamkm.runtime.status import ServiceStatus
 from streamkm.service.batcher import Batch, Batcher
 from streamkm.service.checkpoint import Checkpoint, CheckpointStore
 from streamkm.service.config import ServiceConfig, config_hash
+from streamkm.service.config_diff import check_against_checkpoint
+from streamkm.service.preflight import metrics_bind_error
 from streamkm.service.metrics import ServiceMetrics
 from streamkm.service.wiring import build_decoder, build_sinks, build_source
 from streamkm.sinks import SinkSet
@@ -69,9 +71,13 @@ class Runtime:
 
     def __init__(self, config: ServiceConfig, learner: Learner, *,
                  registry: CollectorRegistry | None = None, source: Source | None = None,
-                 serve_metrics: bool | None = None) -> None:
+                 serve_metrics: bool | None = None, reset_model: bool = False) -> None:
         self.config = config
         self.learner = learner
+        #: ``streamkm run --reset-model``: start a fresh model over the latest checkpoint's
+        #: input and output positions (set ``model_was_reset`` once the learner did so).
+        self.reset_model = reset_model
+        self.model_was_reset = False
         self.metrics = ServiceMetrics(registry)
         self.metrics.init_reasons([r.value for r in RejectReason])
         self.status = ServiceStatus(clusters=config.model.n_clusters)
@@ -130,6 +136,10 @@ class Runtime:
             cfg.checkpoint.dir, keep=cfg.checkpoint.keep,
             on_corrupt=lambda _p, _e: self.metrics.checkpoint_corrupt.inc())
         checkpoint = self.store.load_latest()
+        if checkpoint is not None:
+            # Refuses (ConfigError) a model-defining change unless --reset-model; logs the rest.
+            check_against_checkpoint(cfg, checkpoint.meta, str(checkpoint.path),
+                                     reset_model=self.reset_model)
         self.sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
         if self.source is None:
             self.source = build_source(cfg.source, kafka=cfg.kafka, metrics=self.metrics)
@@ -145,13 +155,26 @@ class Runtime:
         self.learner.open(checkpoint)
         self.learner.refresh_status()
         if self._serve_metrics:
-            self.http_server = start_http_server(self.router, cfg.metrics.address,
-                                                 cfg.metrics.port)
+            try:
+                self.http_server = start_http_server(self.router, cfg.metrics.address,
+                                                     cfg.metrics.port)
+            except OSError as exc:  # one line naming the key and the fix (preflight.py)
+                self._started = True  # so that close() releases what was opened above
+                self.close(final_checkpoint=False)
+                raise metrics_bind_error(cfg.metrics.address, cfg.metrics.port, exc) from None
             log_event(_log, "info", "metrics_listening", url=self.http_server.url,
                       address=cfg.metrics.address, port=self.http_server.port)
         self._started = True
-        if checkpoint is None:
-            self.checkpoint(reason="initial")
+        if (checkpoint is None or self.model_was_reset) and self.learner.checkpoints_at_start:
+            # Outputs are only accountable once a checkpoint records their lengths: a
+            # service that cannot write its first one must not write any.
+            reason = "model_reset" if self.model_was_reset else "initial"
+            if not self.checkpoint(reason=reason):
+                self.close(final_checkpoint=False)
+                raise CheckpointError(
+                    f"cannot write the {reason} checkpoint in {str(cfg.checkpoint.dir)!r} "
+                    f"(see the checkpoint_failed log line): nothing was processed; make "
+                    f"[checkpoint] dir writable and start again")
         if not self.learner.connect():
             return  # stop requested before the learner could connect
         if self.dynamic is not None:

@@ -66,6 +66,9 @@ class ScaleoutWorker:
         The broker clients; by default the one registered for ``source.kind``.
     """
 
+    #: A worker checkpoints once it reached the broker and processed something.
+    checkpoints_at_start = False
+
     def __init__(self, config: ServiceConfig, transport: ScaleoutTransport | None = None
                  ) -> None:
         self.config = config

@@ -30,9 +30,13 @@ class Service(Runtime):
         Overrides the configured source (embedding, tests).
     serve_metrics : bool, optional
         Start the HTTP endpoint; defaults to ``config.metrics.enabled``.
+    reset_model : bool, optional
+        Start a fresh model over the latest checkpoint's input and output positions
+        (``streamkm run --reset-model``; see :mod:`streamkm.service.config_diff`).
     """
 
     def __init__(self, config: ServiceConfig, *, registry: CollectorRegistry | None = None,
-                 source: Source | None = None, serve_metrics: bool | None = None) -> None:
+                 source: Source | None = None, serve_metrics: bool | None = None,
+                 reset_model: bool = False) -> None:
         super().__init__(config, LocalLearner(config), registry=registry, source=source,
-                         serve_metrics=serve_metrics)
+                         serve_metrics=serve_metrics, reset_model=reset_model)

@@ -104,23 +104,23 @@ class ServiceSketching:
             The checkpoint was written with sketching and ``[sketch]`` is off, or the
             other way round.
         """
-        engine = MiniBatchKernelKMeans.from_state(checkpoint.model_arrays, checkpoint.model_meta)
+        from streamkm.service.model_export import model_from_checkpoint
+
         sketch_meta = checkpoint.sketch_meta
-        if not self.enabled:
-            if sketch_meta is not None:
-                raise StateError(
-                    f"checkpoint {str(checkpoint.path)!r} holds a sketched model but "
-                    f"[sketch] kind = 'none': set the kind it was written with or use an empty "
-                    f"checkpoint dir")
-            return engine
-        if sketch_meta is None:
+        if not self.enabled and sketch_meta is not None:
+            raise StateError(
+                f"checkpoint {str(checkpoint.path)!r} holds a sketched model but "
+                f"[sketch] kind = 'none': set the kind it was written with or use an empty "
+                f"checkpoint dir")
+        if self.enabled and sketch_meta is None:
             raise StateError(
                 f"checkpoint {str(checkpoint.path)!r} holds a model of unsketched records but "
                 f"[sketch] kind = {self.config.kind!r}: set kind = 'none' or use an empty "
                 f"checkpoint dir")
-        pipeline = SketchedKernelKMeans.from_parts(engine, checkpoint.sketch_arrays, sketch_meta)
-        pipeline.resketch_every = self.config.resketch_every
-        return pipeline
+        model = model_from_checkpoint(checkpoint)
+        if self.enabled:
+            model.resketch_every = self.config.resketch_every
+        return model
 
     def step(self, model: StreamModel, X: Any) -> tuple[StepReport, list[dict[str, Any]]]:
         """Step ``model`` on the batch ``X``; return its report and the re-sketch events."""

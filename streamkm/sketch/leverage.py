@@ -1,4 +1,4 @@
-"""Feature selection by leverage-score sampling (Theorem 11 of seed 000)."""
+"""Feature selection by leverage-score sampling (Theorem 11 of Boutsidis et al.)."""
 
 from __future__ import annotations
 

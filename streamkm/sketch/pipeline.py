@@ -4,7 +4,7 @@
 whole) to r sketch dimensions and steps a :class:`~streamkm.MiniBatchKernelKMeans` on the
 sketch, passing the raw rows along so the engine keeps the raw version of its support rows.
 A re-sketch refits the sketcher on a reservoir of recent raw rows and lets the engine
-re-project its support rows with the new sketch (DESIGN.md §3).
+re-project its support rows with the new sketch.
 """
 
 from __future__ import annotations

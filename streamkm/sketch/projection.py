@@ -1,4 +1,4 @@
-"""Data-oblivious random projections for k-means (Theorem 12 of seed 000)."""
+"""Data-oblivious random projections for k-means (Theorem 12 of Boutsidis et al.)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def very_sparse_matrix(n_components: int, n_features: int, rng: np.random.Genera
 
 
 class RandomProjection(BaseSketcher):
-    """Random projection of the features for k-means (Theorem 12 of seed 000).
+    """Random projection of the features for k-means (Theorem 12 of Boutsidis et al.).
 
     The sketch is ``X @ components_.T`` with a random ``components_`` drawn independently of
     the data, so ``fit`` only looks at the number of features. With

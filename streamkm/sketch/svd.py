@@ -1,4 +1,4 @@
-"""Approximate top-k right singular vectors and the SVD sketch (Lemma 4, Theorem 13 of seed 000)."""
+"""Approximate top-k right singular vectors and the SVD sketch (Lemma 4, Theorem 13 of Boutsidis et al.)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def approximate_right_singular_vectors(
 
 
 class ApproxSVD(BaseSketcher):
-    """Features from approximate top-k right singular vectors (Theorem 13 of seed 000).
+    """Features from approximate top-k right singular vectors (Theorem 13 of Boutsidis et al.).
 
     ``fit`` computes Z with :func:`approximate_right_singular_vectors`; the sketch is
     ``X Z`` with r = k columns. The optimal k-means partition of the sketch is, with

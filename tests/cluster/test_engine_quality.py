@@ -1,4 +1,4 @@
-"""Clustering quality against the baselines a user compares with (DESIGN.md §2)."""
+"""Clustering quality against the baselines a user compares with."""
 
 from __future__ import annotations
 

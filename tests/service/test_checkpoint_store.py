@@ -34,7 +34,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert ckpt.positions == {"p": {"offset": 70}}
     assert ckpt.sink_positions["assignments"]["bytes"] == 700
     assert ckpt.counters == {"records_accepted": 7}
-    assert ckpt.meta["format_version"] == 1 and ckpt.meta["config_hash"] == "h"
+    assert ckpt.meta["format_version"] == 2 and ckpt.meta["config_hash"] == "h"
     np.testing.assert_array_equal(ckpt.model_arrays["counts"], [7, 1])
 
 

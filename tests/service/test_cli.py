@@ -53,8 +53,10 @@ def test_checkpoint_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     (tmp_path / "checkpoint-000000000003.npz").write_bytes(b"broken")
     assert main(["checkpoint", "inspect", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "checkpoint-000000000002.npz  valid" in text and "step=2" in text
-    assert "model_records=7" in text and '"offset": 99' in text and "bytes" in text
+    assert "latest valid checkpoint: checkpoint-000000000002.npz" in text
+    assert "checkpoint-000000000002.npz  valid" in text and "step 2" in text
+    assert "read 8 = accepted 7 + rejected 1;" in text and '"offset": 99' in text
+    assert "a.jsonl (512 bytes" in text
     assert "checkpoint-000000000003.npz  INVALID" in text
 
     assert main(["checkpoint", "inspect", "--json", str(tmp_path)]) == 0

@@ -164,7 +164,8 @@ def test_service_sketches_sparse_records_and_reports_resketches(tmp_path: Path) 
     assert any(name.startswith("sketcher.") for name in checkpoint.sketch_arrays)
     # a configuration without sketching refuses this checkpoint with a clear error
     plain = config_from_mapping({**raw_config, "sketch": {}}, base_dir=tmp_path)
-    with pytest.raises(Exception, match="holds a sketched model"):
+    refused = r"define the model:\n  sketch.kind: checkpoint 'svd', config 'none'\nThe"
+    with pytest.raises(Exception, match=refused):
         Service(plain, registry=CollectorRegistry()).start()
 
 
