@@ -26,7 +26,7 @@ from sklearn.utils.validation import validate_data
 
 from streamkm._validation import check_finite
 from streamkm.exceptions import InputTypeError, ParameterError, ValidationError
-from streamkm.kernels import GAMMA_RULES, KERNELS
+from streamkm.kernels import GAMMA_RULES, kernel_names
 
 __all__ = ["StreamkmEstimator", "PreservesFloat32Mixin", "SparseInputMixin",
            "same_param_value", "RANDOM_STATE_CONSTRAINT", "KERNEL_CONSTRAINTS"]
@@ -40,12 +40,27 @@ RANDOM_STATE_CONSTRAINT: list[Any] = [
 ]
 
 
+class _RegisteredKernel(StrOptions):
+    """The names of the kernels registered now (a kernel registered after import counts)."""
+
+    def __init__(self) -> None:
+        super().__init__(set(kernel_names()))
+
+    @property
+    def options(self) -> set[str]:
+        return set(kernel_names())
+
+    @options.setter
+    def options(self, value: set[str]) -> None:
+        """Ignored: the registry is the one list of kernels."""
+
+
 #: The kernel parameters (and ``n_clusters``) of the kernel k-means estimators. Kernel
 #: names come from :mod:`streamkm.kernels`; ``gamma="auto"`` (like None) means the median
 #: heuristic.
 KERNEL_CONSTRAINTS: dict[str, list[Any]] = {
     "n_clusters": [Interval(Integral, 1, None, closed="left")],
-    "kernel": [StrOptions(set(KERNELS))],
+    "kernel": [_RegisteredKernel()],
     "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions(set(GAMMA_RULES)), None],
     "kernel_params": [dict, None],
     "degree": [Interval(Integral, 1, None, closed="left")],
@@ -172,7 +187,7 @@ class StreamkmEstimator(BaseEstimator):
                 )
             raise ValidationError(message) from exc
         if hasattr(x, "tocsr"):
-            from streamkm.sketch._sparse import check_sketch_input
+            from streamkm._sparse_input import check_sketch_input
 
             return check_sketch_input(x, name=name)
         check_finite(x, name)

@@ -142,8 +142,5 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-@pytest.mark.xfail(strict=True, reason="decoding.py <-> decoding_sparse.py (imports inside "
-                   "functions) is removed by the decoding rework on its own branch; drop "
-                   "this mark when it lands")
 def test_no_import_cycle_even_through_imports_inside_functions() -> None:
     assert cycles(without_package_inits(internal_graph(module_level_only=False))) == []

@@ -15,7 +15,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from streamkm import MiniBatchKernelKMeans
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.sketch import ApproxSVD
-from streamkm.sketch._randomized_svd import randomized_svd
+from streamkm._randomized_svd import randomized_svd
 
 pytestmark = pytest.mark.unit
 

@@ -248,7 +248,7 @@ def preflight(config: ServiceConfig, *, network: bool = False,
     if isinstance(config.source, SourceConfig):
         for i, path in enumerate(config.source.paths):
             findings += _check_source_file(f"source.paths[{i}]", Path(path))
-    if network and config.uses_kafka:
+    if network and "kafka" in (config.source.kind, config.sinks.kind):
         findings += _check_brokers(config, broker_timeout_s)
     return sorted(findings, key=lambda f: f.severity != "error")
 

@@ -10,7 +10,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit
 
 from streamkm._estimator import PreservesFloat32Mixin, SparseInputMixin, StreamkmEstimator
 from streamkm.exceptions import NotFittedError, StateError
-from streamkm.sketch._sparse import SketchInput
+from streamkm._sparse_input import SketchInput
 
 __all__ = ["BaseSketcher", "STATE_FORMAT_VERSION"]
 

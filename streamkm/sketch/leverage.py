@@ -13,7 +13,7 @@ from streamkm._validation import check_random_state
 from streamkm.exceptions import ParameterError, StateError
 from streamkm.sketch._base import BaseSketcher, require_array
 from streamkm.sketch._dimension import feature_selection_dimension
-from streamkm.sketch._sparse import SketchInput, select_columns
+from streamkm._sparse_input import SketchInput, select_columns
 from streamkm.sketch.svd import approximate_right_singular_vectors
 
 __all__ = ["LeverageScoreSelector", "leverage_probabilities"]

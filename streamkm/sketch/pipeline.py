@@ -28,7 +28,7 @@ from streamkm._version import __version__
 from streamkm.exceptions import NotFittedError, StateError
 from streamkm.sketch._base import STATE_FORMAT_VERSION, BaseSketcher
 from streamkm._sparse import is_sparse
-from streamkm.sketch._sparse import check_sketch_input
+from streamkm._sparse_input import check_sketch_input
 from streamkm.sketch.projection import RandomProjection
 from streamkm.sketch.reservoir import RowReservoir
 from streamkm.sketch.state import SKETCHER_TYPES, sketcher_from_state

@@ -14,7 +14,7 @@ from streamkm._validation import check_random_state
 from streamkm.exceptions import ParameterError, StateError
 from streamkm.sketch._base import BaseSketcher, float_dtype_from_name, require_array
 from streamkm.sketch._dimension import kmeans_sketch_dimension
-from streamkm.sketch._sparse import SketchInput, right_multiply
+from streamkm._sparse_input import SketchInput, right_multiply
 
 __all__ = ["RandomProjection", "PROJECTION_KINDS"]
 

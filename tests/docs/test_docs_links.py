@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 TEXTS = DOCS + sorted((REPO / "examples").glob("*.toml")) + [REPO / "ops" / "systemd" /
                                                              "streamkm.service"]

@@ -13,7 +13,7 @@ from tests.helpers.service_process import cli, count_lines, run_until_assigned
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.parametrize(("name", "data", "records"), [

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _section_blocks(title: str) -> list[str]:

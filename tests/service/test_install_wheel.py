@@ -15,7 +15,7 @@ from streamkm import __version__
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _source_tree(target: Path) -> Path:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from streamkm.exceptions import ValidationError
-from streamkm.sketch._sparse import SketchInput, left_multiply_transposed, right_multiply
+from streamkm._sparse_input import SketchInput, left_multiply_transposed, right_multiply
 
 __all__ = ["flip_signs", "randomized_svd", "top_right_singular_vectors"]
 
