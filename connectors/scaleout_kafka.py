@@ -10,9 +10,16 @@
   are ``slot<version % 2>-<chunk>``: compaction keeps the two newest versions' chunks, and a
   leader dying half-way through a publication can only damage the slot of the version
   before the last, never the last complete one. Readers keep the newest complete version.
+  Every version is a full snapshot, so a starting reader does not read the topic from its
+  beginning: it reads windows backwards from the end until it holds a complete version
+  (:meth:`ModelReader.read_to_end`), in time independent of the versions ever published.
 * **Leader election**: a second consumer group (``<group>-leader``) on a 1-partition
-  coordination topic; the member holding its partition 0 is the leader. Failover is the
-  group's rebalance.
+  coordination topic; the member holding its partition 0 is the leader. The group uses the
+  cooperative sticky assignor (KIP-429): a member joining or leaving moves partition 0 only
+  when its holder left, and the holder's listener is not called for a partition it keeps, so
+  the leader keeps its role through every other rebalance. Failover is the group's
+  rebalance; the updates topic's leader claims fence a replaced leader
+  (``streamkm.scaleout.leader_role``).
 
 Broker outages: the clients never raise from their polling methods (transport errors are
 logged, rate-limited, and read as "nothing arrived"); sends return futures that fail only
@@ -260,7 +267,7 @@ class ModelReader:
     """
 
     def __init__(self, settings: dict[str, Any], topic: str, *, max_fetch_bytes: int,
-                 on_version: Callable[[int, bytes], None]) -> None:
+                 on_version: Callable[[int, bytes], None], from_tail: bool = True) -> None:
         self._consumer, self._tp = _assigned_consumer(
             settings, topic, max_partition_fetch_bytes=max_fetch_bytes,
             fetch_max_bytes=max(max_fetch_bytes, 52428800))
@@ -270,6 +277,8 @@ class ModelReader:
         self.latest_version = -1
         self.torn = 0
         self._log_error = _RateLimitedLog("scaleout_model_poll_failed")
+        self._from_tail = from_tail
+        self.messages_read = 0
 
     def poll(self, timeout_s: float) -> int:
         """Read what arrived; returns the number of messages read (0 while the broker is
@@ -283,6 +292,7 @@ class ModelReader:
         messages = fetched.get(self._tp, [])
         for msg in messages:
             self._accept(msg)
+        self.messages_read += len(messages)
         return len(messages)
 
     def connected(self) -> bool:
@@ -293,12 +303,18 @@ class ModelReader:
         """Poll until the position reached the high watermark and two polls came back empty
         (Tansu's ListOffsets(latest) is not reliable enough to ask for the end directly).
 
+        The first call (``from_tail``, the default) starts near the end instead of the
+        beginning: see :meth:`_seek_latest_version`.
+
         Raises
         ------
         StateError
             Not done within ``timeout_s`` (e.g. the broker is away).
         """
         deadline = time.monotonic() + timeout_s
+        if self._from_tail:
+            self._seek_latest_version(deadline)
+            self._from_tail = False
         idle = 0
         while idle < 2:
             n = self.poll(0.2)
@@ -313,6 +329,49 @@ class ModelReader:
             if time.monotonic() > deadline:
                 raise StateError(f"could not read the model topic to its end within "
                                  f"{timeout_s} s")
+
+    def _seek_latest_version(self, deadline: float, first_window: int = 16) -> None:
+        """Read windows of the topic backwards from its end until a complete version was
+        delivered (or the beginning is reached); leave the position after everything read.
+
+        Every version is a full snapshot and replay from any of them is deterministic, so the
+        first complete one found is a valid start (normally the newest: versions are
+        published in order); the windows grow fourfold, so the messages read are bounded by a
+        small multiple of one version's chunks, whatever the topic's length.
+        """
+        end = self._end_offset(deadline)
+        hi, window, before = end, max(1, first_window), self.latest_version
+        while hi > 0 and self.latest_version == before:
+            lo = max(0, hi - window)
+            self._consumer.seek(self._tp, lo)
+            self._read_until(hi, deadline)
+            hi, window = lo, window * 4
+        self._consumer.seek(self._tp, end)
+
+    def _end_offset(self, deadline: float) -> int:
+        """The end offset (the high watermark after one fetch from the beginning)."""
+        while True:
+            try:  # one bounded fetch (its records are not needed) reports the high watermark
+                self._consumer.poll(timeout_ms=200, max_records=1)
+            except (*TRANSPORT_ERRORS, ValueError) as exc:
+                self._log_error(exc, topic=self._tp.topic)
+            high = self._consumer.highwater(self._tp)
+            if high is not None:
+                return int(high)
+            if time.monotonic() > deadline:
+                raise StateError("could not learn the end of the model topic")
+
+    def _read_until(self, offset: int, deadline: float) -> None:
+        """Read until the position reached ``offset``."""
+        while True:
+            try:
+                if self._consumer.position(self._tp, timeout_ms=1000) >= offset:
+                    return
+            except (*TRANSPORT_ERRORS, ValueError, TypeError):
+                pass
+            if time.monotonic() > deadline:
+                raise StateError(f"could not read the model topic up to offset {offset}")
+            self.poll(0.2)
 
     def _accept(self, msg: Any) -> None:
         headers = {k: v for k, v in (msg.headers or ())}
@@ -344,17 +403,23 @@ class ModelReader:
 
 
 class _ElectionListener(ConsumerRebalanceListener):
+    """Cooperative protocol: called with the partitions that move only (a rebalance that
+    leaves partition 0 where it is calls nothing about it)."""
+
     def __init__(self, election: LeaderElection) -> None:
         self._election = election
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        self._election._set(False)
+        if any(tp.partition == 0 for tp in revoked):
+            self._election._set(False)
 
     def on_partitions_lost(self, lost: Any) -> None:
-        self._election._set(False)
+        if any(tp.partition == 0 for tp in lost):
+            self._election._set(False)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        self._election._set(any(tp.partition == 0 for tp in assigned))
+        if any(tp.partition == 0 for tp in assigned):
+            self._election._set(True)
 
 
 class LeaderElection:
@@ -386,6 +451,7 @@ class LeaderElection:
 
     def _run(self) -> None:
         from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.errors import KafkaError
 
         known = KafkaConsumer.DEFAULT_CONFIG
@@ -395,11 +461,12 @@ class LeaderElection:
                 if consumer is None:
                     consumer = KafkaConsumer(
                         **{k: v for k, v in self._settings.items() if k in known},
-                        group_id=self._group_id, enable_auto_commit=False)
+                        group_id=self._group_id, enable_auto_commit=False,
+                        partition_assignment_strategy=(CooperativeStickyAssignor,))
                     consumer.subscribe([self._topic], listener=_ElectionListener(self))
                 consumer.poll(timeout_ms=int(self._poll_timeout_s * 1000), max_records=1)
             except (KafkaError, OSError, ValueError) as exc:
-                self._set(False)
+                # not a step-down: the group decides (a lost membership calls the listener)
                 log_event(_log, "warning", "scaleout_election_poll_failed", error=repr(exc))
                 self._stop.wait(0.5)
         self._set(False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from streamkm.exceptions import StateError
@@ -52,6 +53,7 @@ class BrokerLink:
         self.model_reader: ModelReader | None = None
         self.election: LeaderElection | None = None
         self.connected: bool | None = None
+        self._down_since: float | None = None
         self._lock = threading.Lock()
         self._prober: threading.Thread | None = None
         metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(0)
@@ -100,12 +102,18 @@ class BrokerLink:
             if connected == self.connected:
                 return
             previous, self.connected = self.connected, connected
+            self._down_since = None if connected else time.monotonic()
             if connected:
                 log_event(_log, "info", "kafka_broker_connected", client=BROKER_CLIENT)
             elif previous is not None:
                 log_event(_log, "warning", "kafka_broker_unavailable", client=BROKER_CLIENT)
             self._metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(
                 1 if connected else 0)
+
+    def unreachable_for(self) -> float:
+        """Seconds since the broker was last seen reachable (0 while it is)."""
+        since = self._down_since
+        return 0.0 if since is None else time.monotonic() - since
 
     def _probe_loop(self, wait_stop: Callable[[float], bool], every_s: float = 1.0) -> None:
         """Connected = the updates sender and the model reader both hold a connection."""

@@ -150,11 +150,16 @@ class ScaleoutWorker:
     def tick(self) -> None:
         election = self.link.election
         elected = election is not None and election.is_leader
-        if elected and self.leader is None and self._leader_backoff.ready():
+        leader = self.leader
+        if leader is not None:
+            reason = self._reason_to_step_down(elected, leader)
+            if reason is not None:
+                leader.step_down(reason)
+                self.leader = None
+                if reason != "not_elected":  # do not claim straight back
+                    self._leader_backoff.failed()
+        elif elected and self._leader_backoff.ready() and self.link.connected is not False:
             self._try_become_leader()
-        elif not elected and self.leader is not None:
-            self.leader.step_down()
-            self.leader = None
         if self.leader is not None:
             self.leader.round()
         if self.link.model_reader is not None:
@@ -181,6 +186,18 @@ class ScaleoutWorker:
 
     # ------------------------------------------------------------------ leader role
 
+    def _reason_to_step_down(self, elected: bool, leader: LeaderRole) -> str | None:
+        """Why the leader role must be given up now (None: keep it). A rebalance that leaves
+        this member the leader group's partition keeps the role (no step-down, no re-read)."""
+        if not elected:
+            return "not_elected"
+        if leader.fenced:
+            return "fenced"
+        cut_off_s = self.config.source.session_timeout_ms / 1000.0
+        if self.link.unreachable_for() > cut_off_s:
+            return "cut_off"  # the leader group has evicted this member by now
+        return None
+
     def _try_become_leader(self) -> None:
         """Take the leader role from the newest version; on a broker error retry after a
         backoff."""
@@ -190,7 +207,7 @@ class ScaleoutWorker:
             self.leader = LeaderRole(
                 self.config, self.runtime, self.metrics, self.member, self.stats,
                 self._adopted_version, self.transport, self._publish_backoff,
-                self._broker_down)
+                self._broker_down, claims=self.link.updates)
         except (OSError, StateError) as exc:
             delay = self._leader_backoff.failed()
             self._broker_down()
