@@ -46,7 +46,8 @@ from streamkm.logs import log_event
 from .kafka_common import broker_connected, part_key, silence_kafka_python_logs, split_part_key
 
 __all__ = ["UpdatesProducer", "UpdatesReader", "ModelPublisher", "ModelReader",
-           "LeaderElection", "ensure_topics", "KafkaScaleoutTransport", "TRANSPORT_ERRORS"]
+           "LeaderElection", "BrokerProbe", "ensure_topics", "KafkaScaleoutTransport",
+           "TRANSPORT_ERRORS"]
 
 _log = logging.getLogger("streamkm.scaleout")
 
@@ -486,6 +487,56 @@ class LeaderElection:
         self.is_leader = False
 
 
+class BrokerProbe:
+    """Whether the broker answers: one metadata request per call on a client of its own,
+    with a short request timeout. A held TCP connection survives a silent cut (no FIN, no
+    RST: a link down, a partition), so only a request that times out reveals it.
+
+    Parameters
+    ----------
+    settings : dict
+        Client settings (bootstrap servers, security).
+    timeout_s : float
+        Longest wait for the answer.
+    """
+
+    def __init__(self, settings: dict[str, Any], timeout_s: float) -> None:
+        silence_kafka_python_logs()
+        self._settings = settings
+        self._timeout_ms = max(100, int(timeout_s * 1000))
+        self._consumer: Any = None
+
+    def reachable(self) -> bool:
+        """True if the broker answered a metadata request within the timeout. A client
+        whose request failed is dropped (the next call connects afresh)."""
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaConfigurationError
+
+        try:
+            if self._consumer is None:
+                known = KafkaConsumer.DEFAULT_CONFIG
+                self._consumer = KafkaConsumer(
+                    **{k: v for k, v in self._settings.items() if k in known},
+                    group_id=None, enable_auto_commit=False,
+                    request_timeout_ms=self._timeout_ms,
+                    bootstrap_timeout_ms=self._timeout_ms)
+            self._consumer.topics()
+            return True
+        except KafkaConfigurationError:
+            raise
+        except (*TRANSPORT_ERRORS, ValueError):
+            self.close()
+            return False
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close(autocommit=False)
+            except Exception:  # noqa: BLE001 - closing a failed client must not raise
+                pass
+
+
 class KafkaScaleoutTransport:
     """The Kafka clients of one scale-out process (a
     :class:`streamkm.scaleout.transport.ScaleoutTransport`), built from its configuration.
@@ -531,6 +582,9 @@ class KafkaScaleoutTransport:
         with _translated("connect the model reader"):
             return ModelReader(self._consumer, self._config.scaleout.model_topic,
                                max_fetch_bytes=self._fetch_bytes, on_version=on_version)
+
+    def broker_probe(self, timeout_s: float) -> BrokerProbe:
+        return BrokerProbe(self._client, timeout_s)
 
     def leader_election(self) -> LeaderElection:
         src = self._config.source

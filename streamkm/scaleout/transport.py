@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = ["SendFuture", "UpdatesSender", "UpdatesReader", "ModelPublisher", "ModelReader",
-           "LeaderElection", "ScaleoutTransport"]
+           "LeaderElection", "BrokerProbe", "ScaleoutTransport"]
 
 
 class SendFuture(Protocol):
@@ -91,6 +91,17 @@ class LeaderElection(Protocol):
     def close(self) -> None: ...
 
 
+class BrokerProbe(Protocol):
+    """Asks the broker for an answer (a request, not just a held connection)."""
+
+    def reachable(self) -> bool:
+        """True if the broker answered within the probe's timeout (never raises for
+        transport problems)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class ScaleoutTransport(Protocol):
     """Builds the clients of one scale-out process and maps input positions to partitions."""
 
@@ -107,6 +118,10 @@ class ScaleoutTransport(Protocol):
     def model_reader(self, on_version: Callable[[int, bytes], None]) -> ModelReader: ...
 
     def leader_election(self) -> LeaderElection: ...
+
+    def broker_probe(self, timeout_s: float) -> BrokerProbe:
+        """A probe whose requests give up after ``timeout_s``."""
+        ...
 
     def part_key(self, position: dict[str, Any]) -> str:
         """The input partition key of a record's position."""
