@@ -515,11 +515,11 @@ class BrokerProbe:
         try:
             if self._consumer is None:
                 known = KafkaConsumer.DEFAULT_CONFIG
-                self._consumer = KafkaConsumer(
+                self._consumer = KafkaConsumer(**{
                     **{k: v for k, v in self._settings.items() if k in known},
-                    group_id=None, enable_auto_commit=False,
-                    request_timeout_ms=self._timeout_ms,
-                    bootstrap_timeout_ms=self._timeout_ms)
+                    "group_id": None, "enable_auto_commit": False,
+                    "request_timeout_ms": self._timeout_ms,
+                    "bootstrap_timeout_ms": self._timeout_ms})
             self._consumer.topics()
             return True
         except KafkaConfigurationError:
