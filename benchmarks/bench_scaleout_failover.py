@@ -10,9 +10,8 @@ member published it. Then, ``--settle`` seconds apart:
 3. **leader kill**: SIGKILL of the leader.
 
 Each event waits for the previous one to settle (the joining member owns partitions, a new
-leader publishes) plus ``--settle`` seconds. For each event it reports the longest interval
-between two consecutive versions that ends after the event and starts before the next one
-(the time without a new version the event caused), beside the same figure for the steady state before the first event, and the
+leader publishes) plus ``--settle`` seconds. For each event it reports the longest time without a
+new version between the event and the next one (the gap the event caused), beside the same figure for the steady state before the first event, and the
 number of leadership moves (changes of the publishing member) the event caused. A stable
 leadership keeps the leader through the join and the worker kill (0 moves) and moves it
 once on the leader kill.
@@ -49,14 +48,12 @@ from kafka_broker import (  # noqa: E402
     log_events,
     start_tansu,
     stop,
-    valid_value,
-    write_config,
 )
+from test_scaleout_kafka import PARTITIONS, scaleout_configs, value  # noqa: E402
 
 from streamkm.scaleout.leader import ModelVersion  # noqa: E402
 from streamkm_connectors.scaleout_kafka import ModelReader  # noqa: E402
 
-PARTITIONS = 6
 EVENTS = ("join", "worker_kill", "leader_kill")
 
 
@@ -77,7 +74,7 @@ class Feed(threading.Thread):
         while not self.halt.is_set():
             due = int((time.monotonic() - t0) * self.rate)
             while self.sent < due:
-                self.producer.send(self.topic, value=valid_value(self.sent),
+                self.producer.send(self.topic, value=value(self.sent),
                                    partition=(self.sent // 4) % PARTITIONS)
                 self.sent += 1
             self.halt.wait(0.02)
@@ -118,30 +115,16 @@ def start_member(config: Path, log: Path, env: dict[str, str]) -> subprocess.Pop
                                 stdout=subprocess.DEVNULL, stderr=err, env=env)
 
 
-def member_config(folder: Path, bootstrap: str, prefix: str, member: str) -> Path:
-    config = write_config(folder, bootstrap, topic=prefix, group=f"{prefix}-g",
-                          out_prefix=f"{prefix}-out", batch_size=50)
-    with open(config, "a") as fh:
-        fh.write(f"""
-[scaleout]
-enabled = true
-updates_topic = "{prefix}-updates"
-model_topic = "{prefix}-model"
-coordination_topic = "{prefix}-coord"
-member_id = "{member}"
-publish_every_updates = 12
-publish_interval_ms = 150
-""")
-    return config
-
-
 def longest_gap(arrivals: list[float], start: float, end: float) -> float:
-    """Longest interval between consecutive arrivals that ends after ``start`` and starts
-    before ``end`` (an interval still open at ``end`` counts up to ``end``)."""
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:]) if b > start and a < end]
-    tail = [a for a in arrivals if a < end]
-    if tail:
-        gaps.append(end - max(tail[-1], start))
+    """Longest time within ``[start, end)`` without an arrival: the intervals between
+    consecutive arrivals, the one open at ``end`` included, clipped to the window."""
+    inside = [t for t in arrivals if start <= t < end]
+    before = [t for t in arrivals if t < start][-1:]
+    after = [t for t in arrivals if t >= end][:1]
+    points = before + inside + after
+    gaps = [min(b, end) - max(a, start) for a, b in zip(points, points[1:])]
+    if not after:
+        gaps.append(end - max(points[-1], start) if points else end - start)
     return max(gaps, default=end - start)
 
 
@@ -152,11 +135,9 @@ def moves(publishers: list[str]) -> int:
 def run_once(bootstrap: str, workdir: Path, tag: str, settle: float, rate: float,
              env: dict[str, str]) -> dict[str, float]:
     prefix = f"fo-{tag}"
-    create_topics(bootstrap, {prefix: PARTITIONS, f"{prefix}-out-assignments": 3,
-                              f"{prefix}-out-events": 1, f"{prefix}-out-dlq": 1})
+    configs = scaleout_configs(workdir / prefix, bootstrap, prefix, "abc")
     feed = Feed(bootstrap, prefix, rate)
     feed.start()
-    configs = {m: member_config(workdir / prefix / m, bootstrap, prefix, m) for m in "abc"}
     logs = {m: c.parent / "service.log" for m, c in configs.items()}
     procs = {m: start_member(configs[m], logs[m], env) for m in "ab"}
     versions = None
@@ -199,6 +180,8 @@ def run_once(bootstrap: str, workdir: Path, tag: str, settle: float, rate: float
             kill(proc)
         if versions is not None:
             versions.reader.close()
+    (workdir / prefix / "arrivals.json").write_text(json.dumps(
+        {"marks": marks, "arrivals": versions.arrivals}))
     times = [t for t, _, _ in versions.arrivals]
     out = {"steady": longest_gap(times, marks["steady"], marks["join"])}
     bounds = list(zip(EVENTS, [marks[e] for e in EVENTS],

@@ -14,11 +14,11 @@
   beginning: it reads windows backwards from the end until it holds a complete version
   (:meth:`ModelReader.read_to_end`), in time independent of the versions ever published.
 * **Leader election**: a second consumer group (``<group>-leader``) on a 1-partition
-  coordination topic; the member holding its partition 0 is the leader. The group uses the
-  cooperative sticky assignor (KIP-429): a member joining or leaving moves partition 0 only
-  when its holder left, and the holder's listener is not called for a partition it keeps, so
-  the leader keeps its role through every other rebalance. Failover is the group's
-  rebalance; the updates topic's leader claims fence a replaced leader
+  coordination topic; the member holding its partition 0 is the leader. The group's own
+  assignor keeps partition 0 with the member that holds it (it says so when it joins), so a
+  member joining or leaving moves the role only when the leader itself left or was evicted
+  (dead, or cut off longer than the session timeout), and a revocation before a rebalance
+  is not a step-down. The updates topic's leader claims fence a replaced leader
   (``streamkm.scaleout.leader_role``).
 
 Broker outages: the clients never raise from their polling methods (transport errors are
@@ -39,6 +39,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kafka import ConsumerRebalanceListener
+from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 
 from streamkm.exceptions import ConfigError, StateError, TransportError
 from streamkm.logs import log_event
@@ -403,24 +404,58 @@ class ModelReader:
         self._consumer.close(autocommit=False)
 
 
+class _KeepLeaderAssignor(AbstractPartitionAssignor):
+    """Assigns partition 0 of the coordination topic to a member that says it holds it (the
+    leader keeps it through every rebalance it survives), else to the first member by id.
+
+    A member says so in its subscription's user data (``b"1"``) while its election believes
+    it leads. A member evicted while cut off learns it lost the group (``on_partitions_lost``)
+    before it can join again, so it never claims the partition back from its successor.
+    """
+
+    name = "streamkm-keep-leader"
+    version = 0
+
+    def __init__(self, election: LeaderElection) -> None:
+        self._election = election
+
+    def metadata(self, topics: Any) -> Any:
+        from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+        return ConsumerProtocolSubscription(
+            self.version, sorted(topics), b"1" if self._election.is_leader else b"0")
+
+    def assign(self, cluster: Any, members: Any) -> dict[str, Any]:
+        from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+        holders = sorted(m.member_id for m in members if m.metadata.user_data == b"1")
+        chosen = (holders or sorted(m.member_id for m in members))[0]
+        return {m.member_id: ConsumerProtocolAssignment(
+                    self.version,
+                    [(t, [0]) for t in sorted(m.metadata.topics)] if m.member_id == chosen
+                    else [], b"")
+                for m in members}
+
+    def on_assignment(self, assignment: Any, generation: Any) -> None:
+        """Nothing to remember: the election's flag is the state."""
+
+
 class _ElectionListener(ConsumerRebalanceListener):
-    """Cooperative protocol: called with the partitions that move only (a rebalance that
-    leaves partition 0 where it is calls nothing about it)."""
+    """Eager protocol: every rebalance revokes everything before the join, so a revocation
+    changes nothing (the leader keeps working and says it holds the partition); the
+    assignment that follows decides. A lost membership ends the role at once."""
 
     def __init__(self, election: LeaderElection) -> None:
         self._election = election
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        if any(tp.partition == 0 for tp in revoked):
-            self._election._set(False)
+        """Decided by the next assignment."""
 
     def on_partitions_lost(self, lost: Any) -> None:
-        if any(tp.partition == 0 for tp in lost):
-            self._election._set(False)
+        self._election._set(False)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        if any(tp.partition == 0 for tp in assigned):
-            self._election._set(True)
+        self._election._set(any(tp.partition == 0 for tp in assigned))
 
 
 class LeaderElection:
@@ -452,7 +487,6 @@ class LeaderElection:
 
     def _run(self) -> None:
         from kafka import KafkaConsumer
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.errors import KafkaError
 
         known = KafkaConsumer.DEFAULT_CONFIG
@@ -463,7 +497,7 @@ class LeaderElection:
                     consumer = KafkaConsumer(
                         **{k: v for k, v in self._settings.items() if k in known},
                         group_id=self._group_id, enable_auto_commit=False,
-                        partition_assignment_strategy=(CooperativeStickyAssignor,))
+                        partition_assignment_strategy=(_KeepLeaderAssignor(self),))
                     consumer.subscribe([self._topic], listener=_ElectionListener(self))
                 consumer.poll(timeout_ms=int(self._poll_timeout_s * 1000), max_records=1)
             except (KafkaError, OSError, ValueError) as exc:

@@ -60,6 +60,7 @@ class BrokerLink:
         self.election: LeaderElection | None = None
         self.connected: bool | None = None
         self._down_since: float | None = None
+        self._up_since: float | None = None
         self._lock = threading.Lock()
         self._prober: threading.Thread | None = None
         metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(0)
@@ -110,6 +111,7 @@ class BrokerLink:
                 return
             previous, self.connected = self.connected, connected
             self._down_since = None if connected else time.monotonic()
+            self._up_since = time.monotonic() if connected else None
             if connected:
                 log_event(_log, "info", "kafka_broker_connected", client=BROKER_CLIENT)
             elif previous is not None:
@@ -120,6 +122,11 @@ class BrokerLink:
     def unreachable_for(self) -> float:
         """Seconds since the broker was last seen reachable (0 while it is)."""
         since = self._down_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def reachable_for(self) -> float:
+        """Seconds since the broker became reachable (0 while it is not)."""
+        since = self._up_since
         return 0.0 if since is None else time.monotonic() - since
 
     def _probe_loop(self, wait_stop: Callable[[float], bool], probe: BrokerProbe,

@@ -87,6 +87,8 @@ class LeaderElection(Protocol):
     """Membership of the leader group; :attr:`is_leader` while this process leads."""
 
     is_leader: bool
+    #: How often :attr:`is_leader` flipped (an assignment moved the role to or from us).
+    changes: int
 
     def close(self) -> None: ...
 
