@@ -24,8 +24,10 @@
 Broker outages: the clients never raise from their polling methods (transport errors are
 logged, rate-limited, and read as "nothing arrived"); sends return futures that fail only
 after the producer's ``delivery_timeout_ms``; :meth:`connected` of each class reads the
-client's own ``connection-count`` metric. The process (``streamkm.scaleout.process``)
-retries with backoff and keeps the ledger's rules on every send whose outcome is unknown.
+client's own ``connection-count`` metric. :class:`KafkaScaleoutTransport` builds them for a
+member (``streamkm.scaleout.worker``), which retries with backoff and keeps the ledger's rules
+on every send whose outcome is unknown; kafka-python's errors reach it as ``TransportError``
+or ``ConfigError``.
 """
 
 from __future__ import annotations

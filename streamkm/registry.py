@@ -2,7 +2,7 @@
 
 The core never imports its connectors. A connector package registers its factories in a
 function named by an entry point of the group :data:`ENTRY_POINT_GROUP` (the built-in
-``streamkm_connectors`` declares ``builtin = "streamkm_connectors:register"`` in
+``streamkm_connectors`` declares ``builtin = "streamkm_connectors.registration:register"`` in
 ``pyproject.toml``); :func:`load_connectors` calls every such function once, the first time
 a factory is looked up. Embedding code and tests may call the ``register_*`` functions
 directly.

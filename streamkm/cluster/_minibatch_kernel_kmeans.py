@@ -23,7 +23,7 @@ from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
-from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
+from streamkm.exceptions import NotFittedError, StateError, ValidationError
 from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
 from streamkm.model import StepReport
 from streamkm.state_io import read_npz, write_npz_atomic

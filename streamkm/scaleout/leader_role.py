@@ -18,7 +18,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streamkm.exceptions import StateError
 from streamkm.logs import log_event
