@@ -143,3 +143,29 @@ def test_failed_claim_is_sent_again(tmp_path: Path) -> None:
     r.round()
     assert r.confirmed and len(topic.messages) == 1
     assert np.all([isinstance(decode_message(m), LeaderClaim) for m in topic.messages])
+
+
+class FakeElection:
+    def __init__(self) -> None:
+        self.is_leader = True
+        self.changes = 1
+
+    def close(self) -> None:
+        pass
+
+
+def test_fenced_leader_steps_down_and_waits_for_the_group(tmp_path: Path) -> None:
+    w, topic = World(tmp_path), SharedTopic()
+    worker = w.worker
+    worker.link.election = election = FakeElection()  # type: ignore[assignment]
+    worker.link.set_connected(True)
+    worker.leader = a = role(w, "a", topic, None)
+    a.round()
+    topic.send(encode_message(LeaderClaim("b", "tb", a.leader.leadership.epoch)))
+    worker.tick()  # applies b's claim: fenced, and the role is given up at the next tick
+    worker.tick()
+    assert worker.leader is None and a.fenced
+    # the group still says "leader" (this member has not heard of its eviction): no claim
+    assert not worker._may_lead()
+    election.changes += 2  # the group took the partition away and gave it back
+    assert worker._may_lead()
