@@ -111,8 +111,11 @@ def until(versions: Versions, predicate: object, what: str, timeout: float = 120
 
 def start_member(config: Path, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with open(log, "ab") as err:
+        # cwd: the member's folder (not this checkout, whose packages would shadow a
+        # baseline tree's)
         return subprocess.Popen([sys.executable, "-m", "streamkm.cli", "run", "-c", str(config)],
-                                stdout=subprocess.DEVNULL, stderr=err, env=env)
+                                stdout=subprocess.DEVNULL, stderr=err, env=env,
+                                cwd=config.parent)
 
 
 def longest_gap(arrivals: list[float], start: float, end: float) -> float:
@@ -197,7 +200,8 @@ def run_once(bootstrap: str, workdir: Path, tag: str, settle: float, rate: float
 
 
 def baseline_env(tree: Path, workdir: Path) -> dict[str, str]:
-    """An environment importing streamkm and streamkm_connectors from ``tree``."""
+    """An environment importing streamkm and streamkm_connectors from ``tree`` (links to its
+    packages on ``PYTHONPATH``, ahead of this checkout's editable install)."""
     path = workdir / "baseline-path"
     path.mkdir(exist_ok=True)
     for name, target in (("streamkm", tree / "streamkm"),

@@ -126,6 +126,14 @@ class NetnsLab:
             if result.returncode != 0:
                 raise RuntimeError(f"tc tbf on {dev!r} failed: {result.stderr.strip()}")
 
+    def unshape(self, name: str) -> None:
+        """Remove the ``tbf`` qdiscs of ``name``'s link."""
+        member = self.members[name]
+        subprocess.run(["tc", "qdisc", "del", "dev", member.host_dev, "root"],
+                       capture_output=True, timeout=30)
+        subprocess.run(["ip", "netns", "exec", member.netns, "tc", "qdisc", "del", "dev",
+                        member.ns_dev, "root"], capture_output=True, timeout=30)
+
     def close(self) -> None:
         """Remove every namespace, link and address the lab made (never raises)."""
         for member in self.members.values():

@@ -154,7 +154,7 @@ def test_slow_link_counts_exact(lab: tuple[NetnsLab, TansuBroker], tmp_path: Pat
         version = group.finish(4000)
     finally:
         group.close()
-        netns.shape("b", rate="10gbit", latency="1ms", burst="1mb")
+        netns.unshape("b")
     worked = {m: sum(int(e.get("records_accepted", 0))  # type: ignore[call-overload]
                      for e in events(log, "service_stopped"))
               for m, log in group.logs.items()}
