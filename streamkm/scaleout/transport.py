@@ -75,7 +75,8 @@ class ModelReader(Protocol):
 
     def read_to_end(self, timeout_s: float) -> None:
         """Read to the end of the topic; :class:`~streamkm.exceptions.StateError` if not
-        done within ``timeout_s``."""
+        done within ``timeout_s``. A fresh reader starts near the end (every version is a
+        full snapshot), so this takes the same time however many versions were published."""
         ...
 
     def connected(self) -> bool: ...
