@@ -320,15 +320,20 @@ class ModelReader:
             self._seek_latest_version(deadline)
             self._from_tail = False
         idle = 0
+        target: int | None = None  # the end when the read started
         while idle < 2:
             n = self.poll(0.2)
             try:
                 high = self._consumer.highwater(self._tp)
-                at_end = high is not None and self._consumer.position(
-                    self._tp, timeout_ms=int(max(0.0, deadline - time.monotonic()) * 1000)
-                ) >= high
+                position = self._consumer.position(
+                    self._tp, timeout_ms=int(max(0.0, deadline - time.monotonic()) * 1000))
+                at_end = high is not None and position >= high
             except (*TRANSPORT_ERRORS, ValueError, TypeError):
-                high, at_end = -1, False  # unknown: not the end
+                high, position, at_end = -1, -1, False  # unknown: not the end
+            if target is None and high is not None and high >= 0:
+                target = high
+            if target is not None and position >= target:
+                break  # a leader publishing faster than two empty polls never goes idle
             idle = idle + 1 if (n == 0 and (at_end or high is None)) else 0
             if time.monotonic() > deadline:
                 raise StateError(f"could not read the model topic to its end within "
