@@ -1,6 +1,12 @@
 """The merge-leader role of a scale-out member (held while it owns the leader group's
 partition 0): apply the updates topic in order, publish model versions.
 
+Taking the role, the member sends a :class:`~streamkm.scaleout.messages.LeaderClaim` to the
+updates topic and publishes nothing until it applied its own claim as accepted (a rejected
+claim -- another claim was accepted since the state it started from -- is sent again from the
+new epoch). Once confirmed, applying another member's accepted claim fences it
+(:attr:`LeaderRole.fenced`): it publishes nothing more and the worker gives the role up.
+
 Publications are asynchronous, one in flight at a time; a failed one is retried (the newest
 state, which includes it) with exponential backoff. A torn version is ignored by readers.
 """
@@ -9,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -17,9 +24,15 @@ from streamkm.exceptions import StateError
 from streamkm.logs import log_event
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.leader import MergeLeader, ModelVersion
-from streamkm.scaleout.messages import decode_message
+from streamkm.scaleout.messages import LeaderClaim, decode_message, encode_message
 from streamkm.scaleout.metrics import ScaleoutMetrics
-from streamkm.scaleout.transport import ModelPublisher, ScaleoutTransport, SendFuture, UpdatesReader
+from streamkm.scaleout.transport import (
+    ModelPublisher,
+    ScaleoutTransport,
+    SendFuture,
+    UpdatesReader,
+    UpdatesSender,
+)
 from streamkm.service.config import ServiceConfig
 from streamkm.service.wiring import build_model
 
@@ -73,12 +86,16 @@ class LeaderRole:
         Delay between failed publications.
     on_broker_down : callable
         Called when a publication failed (the broker looks unreachable).
+    claims : UpdatesSender, optional
+        Where the leader claims go (the updates topic). ``None``: no claim, the role is
+        confirmed from the start (a single leader, as in tests).
     """
 
     def __init__(self, config: ServiceConfig, runtime: Runtime, metrics: ScaleoutMetrics,
                  member: str, stats: dict[str, float], start: ModelVersion | None,
                  transport: ScaleoutTransport | None, backoff: Backoff,
-                 on_broker_down: Callable[[], None]) -> None:
+                 on_broker_down: Callable[[], None], *,
+                 claims: UpdatesSender | None = None) -> None:
         self.config = config.scaleout
         self._runtime = runtime
         self._metrics = metrics
@@ -97,6 +114,11 @@ class LeaderRole:
         self.last_publish = time.monotonic()
         self.published: deque[int] = deque(maxlen=4096)
         self.publishing: Publication | None = None
+        self._claims = claims
+        self._claim_tokens: list[str] = []
+        self._claim_failed = False
+        self.confirmed = claims is None
+        self.fenced = False
         if transport is not None:
             try:
                 self.updates_reader = transport.updates_reader(self.leader.applied_offset + 1)
@@ -108,11 +130,50 @@ class LeaderRole:
         metrics.leader.set(1)
         metrics.leader_changes.inc()
         log_event(_log, "info", "scaleout_leader_elected", member=member,
-                  version=self.version, applied_offset=self.leader.applied_offset)
+                  version=self.version, applied_offset=self.leader.applied_offset,
+                  epoch=self.leader.leadership.epoch)
+        if claims is not None:
+            self._claim()
 
     @property
     def version(self) -> int:
         return self.leader.version
+
+    def _claim(self) -> None:
+        """Claim the role from the epoch applied so far (asynchronous; a failed send is
+        claimed again at the next round)."""
+        assert self._claims is not None
+        token = uuid.uuid4().hex
+        self._claim_failed = False
+        try:
+            future = self._claims.send(encode_message(LeaderClaim(
+                self.member, token, self.leader.leadership.epoch)))
+        except OSError as exc:  # TransportError: not queued
+            self._claim_send_failed(exc)
+            return
+        self._claim_tokens.append(token)
+        future.add_errback(self._claim_send_failed)
+
+    def _claim_send_failed(self, exc: BaseException) -> None:
+        self._claim_failed = True
+        log_event(_log, "warning", "scaleout_leader_claim_failed", member=self.member,
+                  error=f"{type(exc).__name__}: {exc}")
+
+    def _on_claim(self, claim: LeaderClaim, accepted: bool) -> None:
+        ours = claim.token in self._claim_tokens
+        if accepted:
+            self.publish_due = True
+        if ours and accepted:
+            self.confirmed = True
+            log_event(_log, "info", "scaleout_leader_confirmed", member=self.member,
+                      epoch=self.leader.leadership.epoch, version=self.version)
+        elif ours and claim.token == self._claim_tokens[-1] and not self.confirmed:
+            self._claim()  # another claim was accepted after the state this one started from
+        elif accepted and self.confirmed:
+            self.confirmed = False
+            self.fenced = True
+            log_event(_log, "warning", "scaleout_leader_fenced", member=self.member,
+                      by=claim.member, epoch=self.leader.leadership.epoch, version=self.version)
 
     def round(self, *, drain: bool = False) -> None:
         """Apply what arrived on the updates topic (everything, when ``drain``), then publish
@@ -120,11 +181,15 @@ class LeaderRole:
         assert self.updates_reader is not None
         sc, sm = self.config, self._metrics
         self.check_publication()
+        if self._claim_failed and not self.confirmed and self.backoff.ready():
+            self._claim()
         while True:
             messages = self.updates_reader.poll(0.0 if not drain else 0.2,
                                                 sc.max_updates_per_round)
             for offset, data in messages:
                 self._apply(offset, data)
+                if self.fenced:
+                    return
             lag = self.updates_reader.lag()
             if lag is not None:
                 sm.updates_lag.set(lag)
@@ -151,6 +216,9 @@ class LeaderRole:
         if outcome.verdict == "skipped":
             return
         self.since_publish += 1
+        if isinstance(message, LeaderClaim):
+            self._on_claim(message, outcome.verdict == "claim")
+            return
         if outcome.verdict == "fence":
             self.publish_due = True
         elif outcome.verdict in ("applied", "buffered"):
@@ -171,8 +239,10 @@ class LeaderRole:
 
     def publish(self) -> None:
         """Hand the current version to the publisher (one publication in flight at a time;
-        acknowledged in :meth:`check_publication`, retried with backoff when it failed)."""
-        if self.publisher is None or self.publishing is not None or not self.backoff.ready():
+        acknowledged in :meth:`check_publication`, retried with backoff when it failed).
+        Nothing is published before the role is confirmed or once it is fenced."""
+        if (self.publisher is None or self.publishing is not None or not self.confirmed
+                or not self.backoff.ready()):
             return
         t0 = time.perf_counter()
         state = self.leader.snapshot()
@@ -231,11 +301,11 @@ class LeaderRole:
             self.publisher.flush(timeout)
             self.check_publication()
 
-    def step_down(self) -> None:
-        """Give the role up: close the clients, zero the leader-only gauges (no stale leader
-        values on a worker)."""
+    def step_down(self, reason: str) -> None:
+        """Give the role up (``reason``: ``not_elected``, ``fenced``, ``cut_off``): close the
+        clients, zero the leader-only gauges (no stale leader values on a worker)."""
         log_event(_log, "warning", "scaleout_leader_stepped_down", member=self.member,
-                  version=self.version)
+                  version=self.version, reason=reason)
         self.close()
         sm = self._metrics
         sm.leader.set(0)

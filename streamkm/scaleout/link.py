@@ -3,19 +3,24 @@
 Starting is retried with backoff while the broker is away; the connection state is
 ``streamkm_kafka_broker_connected{client="scaleout"}`` with the log events
 ``kafka_broker_unavailable`` / ``kafka_broker_connected`` on each transition, probed every
-second on its own thread so it stays current while the loop waits on a sink flush.
+second on its own thread so it stays current while the loop waits on a sink flush. The
+probe asks the broker (a request with a timeout of :data:`PROBE_TIMEOUT_S`) besides checking
+the clients' connections: a silent cut keeps the connections open, so it is reported within
+about ``1 + PROBE_TIMEOUT_S`` seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from streamkm.exceptions import StateError
 from streamkm.logs import log_event
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.transport import (
+    BrokerProbe,
     LeaderElection,
     ModelReader,
     ScaleoutTransport,
@@ -24,11 +29,13 @@ from streamkm.scaleout.transport import (
 from streamkm.service.config import ScaleoutConfig
 from streamkm.service.metrics import ServiceMetrics
 
-__all__ = ["BrokerLink", "BROKER_CLIENT"]
+__all__ = ["BrokerLink", "BROKER_CLIENT", "PROBE_TIMEOUT_S"]
 
 _log = logging.getLogger("streamkm.scaleout")
 #: ``client`` label of ``streamkm_kafka_broker_connected`` for the scale-out clients.
 BROKER_CLIENT = "scaleout"
+#: Longest wait for the broker's answer to a probe request.
+PROBE_TIMEOUT_S = 3.0
 
 
 class BrokerLink:
@@ -52,6 +59,8 @@ class BrokerLink:
         self.model_reader: ModelReader | None = None
         self.election: LeaderElection | None = None
         self.connected: bool | None = None
+        self._down_since: float | None = None
+        self._up_since: float | None = None
         self._lock = threading.Lock()
         self._prober: threading.Thread | None = None
         metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(0)
@@ -84,7 +93,8 @@ class BrokerLink:
                     return False
         self.set_connected(True)
         self.election = transport.leader_election()
-        self._prober = threading.Thread(target=self._probe_loop, args=(wait_stop,),
+        probe = transport.broker_probe(PROBE_TIMEOUT_S)
+        self._prober = threading.Thread(target=self._probe_loop, args=(wait_stop, probe),
                                         name="streamkm-broker-probe", daemon=True)
         self._prober.start()
         return True
@@ -100,6 +110,8 @@ class BrokerLink:
             if connected == self.connected:
                 return
             previous, self.connected = self.connected, connected
+            self._down_since = None if connected else time.monotonic()
+            self._up_since = time.monotonic() if connected else None
             if connected:
                 log_event(_log, "info", "kafka_broker_connected", client=BROKER_CLIENT)
             elif previous is not None:
@@ -107,14 +119,31 @@ class BrokerLink:
             self._metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(
                 1 if connected else 0)
 
-    def _probe_loop(self, wait_stop: Callable[[float], bool], every_s: float = 1.0) -> None:
-        """Connected = the updates sender and the model reader both hold a connection."""
+    def unreachable_for(self) -> float:
+        """Seconds since the broker was last seen reachable (0 while it is)."""
+        since = self._down_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def reachable_for(self) -> float:
+        """Seconds since the broker became reachable (0 while it is not)."""
+        since = self._up_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def _probe_loop(self, wait_stop: Callable[[float], bool], probe: BrokerProbe,
+                    every_s: float = 1.0) -> None:
+        """Connected = the updates sender and the model reader both hold a connection and
+        the broker answers the probe."""
         assert self.updates is not None and self.model_reader is not None
-        while not wait_stop(every_s):
-            try:
-                self.set_connected(self.updates.connected() and self.model_reader.connected())
-            except Exception as exc:  # noqa: BLE001 - a probe must never end the process
-                log_event(_log, "warning", "scaleout_probe_failed", error=repr(exc))
+        try:
+            while not wait_stop(every_s):
+                try:
+                    self.set_connected(self.updates.connected()
+                                       and self.model_reader.connected()
+                                       and probe.reachable())
+                except Exception as exc:  # noqa: BLE001 - a probe must never end the process
+                    log_event(_log, "warning", "scaleout_probe_failed", error=repr(exc))
+        finally:
+            probe.close()
 
     def close(self) -> None:
         """Stop probing (the stop is already requested) and close the clients."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = ["SendFuture", "UpdatesSender", "UpdatesReader", "ModelPublisher", "ModelReader",
-           "LeaderElection", "ScaleoutTransport"]
+           "LeaderElection", "BrokerProbe", "ScaleoutTransport"]
 
 
 class SendFuture(Protocol):
@@ -75,7 +75,8 @@ class ModelReader(Protocol):
 
     def read_to_end(self, timeout_s: float) -> None:
         """Read to the end of the topic; :class:`~streamkm.exceptions.StateError` if not
-        done within ``timeout_s``."""
+        done within ``timeout_s``. A fresh reader starts near the end (every version is a
+        full snapshot), so this takes the same time however many versions were published."""
         ...
 
     def connected(self) -> bool: ...
@@ -87,6 +88,19 @@ class LeaderElection(Protocol):
     """Membership of the leader group; :attr:`is_leader` while this process leads."""
 
     is_leader: bool
+    #: How often :attr:`is_leader` flipped (an assignment moved the role to or from us).
+    changes: int
+
+    def close(self) -> None: ...
+
+
+class BrokerProbe(Protocol):
+    """Asks the broker for an answer (a request, not just a held connection)."""
+
+    def reachable(self) -> bool:
+        """True if the broker answered within the probe's timeout (never raises for
+        transport problems)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -107,6 +121,10 @@ class ScaleoutTransport(Protocol):
     def model_reader(self, on_version: Callable[[int, bytes], None]) -> ModelReader: ...
 
     def leader_election(self) -> LeaderElection: ...
+
+    def broker_probe(self, timeout_s: float) -> BrokerProbe:
+        """A probe whose requests give up after ``timeout_s``."""
+        ...
 
     def part_key(self, position: dict[str, Any]) -> str:
         """The input partition key of a record's position."""

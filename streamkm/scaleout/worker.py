@@ -88,6 +88,8 @@ class ScaleoutWorker:
         max_backoff_s = max(float(config.kafka.reconnect_backoff_max_ms) / 1000.0, backoff_s)
         self.fences = PartitionFences(self.member, Backoff(backoff_s, max_backoff_s))
         self._leader_backoff = Backoff(backoff_s, max_backoff_s)
+        # (election changes, time) of a step-down for being cut off or fenced
+        self._barred: tuple[int, float] | None = None
         self._publish_backoff = Backoff(backoff_s, max_backoff_s)
         self._previous: dict[str, Any] | None = None
         self.stats: dict[str, float] = dict.fromkeys(
@@ -153,11 +155,16 @@ class ScaleoutWorker:
     def tick(self) -> None:
         election = self.link.election
         elected = election is not None and election.is_leader
-        if elected and self.leader is None and self._leader_backoff.ready():
+        leader = self.leader
+        if leader is not None:
+            reason = self._reason_to_step_down(elected, leader)
+            if reason is not None:
+                leader.step_down(reason)
+                self.leader = None
+                if reason != "not_elected" and election is not None:
+                    self._barred = (election.changes, time.monotonic())
+        elif elected and self._may_lead() and self._leader_backoff.ready():
             self._try_become_leader()
-        elif not elected and self.leader is not None:
-            self.leader.step_down()
-            self.leader = None
         if self.leader is not None:
             self.leader.round()
         if self.link.model_reader is not None:
@@ -184,6 +191,38 @@ class ScaleoutWorker:
 
     # ------------------------------------------------------------------ leader role
 
+    def _may_lead(self) -> bool:
+        """False while the broker is unreachable, and after a step-down for being cut off or
+        fenced until the leader group moved the role (a member that was evicted still
+        believes it holds the partition until it talks to the group again: claiming then
+        would take the role back from its successor) or the broker has been reachable for a
+        session timeout since (the group did not move it: this member still leads)."""
+        if self.link.connected is False:
+            return False
+        if self._barred is None:
+            return True
+        changes, since = self._barred
+        election = self.link.election
+        session_s = self.config.source.session_timeout_ms / 1000.0
+        if (election is not None and election.changes != changes) or (
+                time.monotonic() - since > session_s
+                and self.link.reachable_for() > session_s):
+            self._barred = None
+            return True
+        return False
+
+    def _reason_to_step_down(self, elected: bool, leader: LeaderRole) -> str | None:
+        """Why the leader role must be given up now (None: keep it). A rebalance that leaves
+        this member the leader group's partition keeps the role (no step-down, no re-read)."""
+        if not elected:
+            return "not_elected"
+        if leader.fenced:
+            return "fenced"
+        cut_off_s = self.config.source.session_timeout_ms / 1000.0
+        if self.link.unreachable_for() > cut_off_s:
+            return "cut_off"  # the leader group has evicted this member by now
+        return None
+
     def _try_become_leader(self) -> None:
         """Take the leader role from the newest version; on a broker error retry after a
         backoff."""
@@ -193,7 +232,7 @@ class ScaleoutWorker:
             self.leader = LeaderRole(
                 self.config, self.runtime, self.metrics, self.member, self.stats,
                 self._adopted_version, self.transport, self._publish_backoff,
-                self._broker_down)
+                self._broker_down, claims=self.link.updates)
         except (OSError, StateError) as exc:
             delay = self._leader_backoff.failed()
             self._broker_down()

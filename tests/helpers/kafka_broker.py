@@ -37,13 +37,14 @@ FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
               "max_poll_interval_ms": 10000}
 
 
-def _wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None) -> None:
+def _wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None,
+                   host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while True:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"Tansu exited with code {proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            with socket.create_connection((host, port), timeout=0.2):
                 return
         except OSError:
             if time.monotonic() > deadline:
@@ -59,11 +60,12 @@ class TansuBroker:
     port: int
     advertised_port: int
     log: Path
+    host: str = "127.0.0.1"
 
     @property
     def bootstrap(self) -> str:
         """Where clients connect (the advertised address)."""
-        return f"127.0.0.1:{self.advertised_port}"
+        return f"{self.host}:{self.advertised_port}"
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -76,9 +78,9 @@ class TansuBroker:
 
 
 def start_tansu(log: Path, *, port: int | None = None,
-                advertised_port: int | None = None) -> TansuBroker:
-    """Start Tansu on ``port`` (free one by default), advertising ``advertised_port``
-    (default: the same); wait until it listens.
+                advertised_port: int | None = None, host: str = "127.0.0.1") -> TansuBroker:
+    """Start Tansu on ``host:port`` (a free port by default), advertising
+    ``host:advertised_port`` (default: the same port); wait until it listens.
 
     Raises
     ------
@@ -92,17 +94,18 @@ def start_tansu(log: Path, *, port: int | None = None,
     advertised_port = advertised_port or port
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [binary, "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
-             "--advertised-listener-url", f"tcp://127.0.0.1:{advertised_port}",
+            [binary, "broker", "--listener-url", f"tcp://{host}:{port}",
+             "--advertised-listener-url", f"tcp://{host}:{advertised_port}",
              "--storage-engine", "memory://tansu/"],
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "RUST_LOG": "warn"})
     try:
-        _wait_for_port(port, 20, proc)
+        _wait_for_port(port, 20, proc, host)
     except BaseException:
         proc.kill()
         proc.wait()
         raise
-    return TansuBroker(proc=proc, port=port, advertised_port=advertised_port, log=log)
+    return TansuBroker(proc=proc, port=port, advertised_port=advertised_port, log=log,
+                       host=host)
 
 
 # ---------------------------------------------------------------------- admin and data

@@ -101,7 +101,7 @@ def test_step_down_resets_the_leader_only_gauges(tmp_path: Path) -> None:
     sm.leader.set(1)
     sm.updates_lag.set(42)
     sm.model_versions_behind.set(3)
-    w.worker.leader.step_down()
+    w.worker.leader.step_down("not_elected")
     assert sample(reg, "streamkm_leader") == 0
     assert sample(reg, "streamkm_updates_lag") == 0
     assert sample(reg, "streamkm_model_versions_behind") == 0
