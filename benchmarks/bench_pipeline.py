@@ -1,26 +1,46 @@
-"""Pipeline throughput: the service reading a file versus the engine fed arrays in-process.
+"""Pipeline throughput: the service versus the engine alone, the Kafka source versus the file
+source, a bare kafka-python consumer, and the time from start to the first batch.
 
-For each wire format (JSON lines, float32 binary) the same records are written to a file and
-run through the whole service (file tailer -> decoder -> batcher -> engine -> assignment,
-dead-letter and event sinks -> checkpoints), in-process, metrics registry included, no HTTP
-server. The baseline feeds the identical arrays, in the identical batches, to
-``MiniBatchKernelKMeans.step`` directly. Both are timed from the end of the first
-(initialising) batch to the last record, so the initialisation is excluded from both.
+``engine`` part: for each row (JSON d=32, JSON d=784, float32 d=32) the same records are
+written to a file and run through the whole service (file tailer -> decoder -> batcher ->
+engine -> assignment, dead-letter and event sinks -> checkpoints), in-process, metrics
+registry included, no HTTP server. The baseline feeds the identical arrays, in the identical
+batches, to ``MiniBatchKernelKMeans.step`` directly. Both are timed from the end of the
+first (initialising) batch to the last record. Each row runs in two model modes:
+
+* ``updating``: ``tol=0`` and a patience no run reaches, so every step updates the centers;
+* ``converged``: the default ``tol`` / ``patience``; the model converges after a few steps
+  and then only assigns (the column ``updates`` gives the share of updating steps).
+
+``kafka`` part (needs the dev extra: the Tansu test broker): the JSON d=32 records are
+produced to a 4-partition topic; the service reads them with the Kafka source and, in the
+same run, from the file (same sinks, model updating); a bare ``KafkaConsumer`` (manual
+assignment, no group) reads the topic with kafka-python's default fetch settings and with
+the service's tuned ones; and the time from ``Service.start()`` to the first processed batch
+is measured for a new consumer group with and without static membership
+(``group_instance_id``).
+
+Every comparison is interleaved (one run of each variant per repeat); the table gives the
+median (min-max) over the repeats, ratios are medians of the per-repeat ratios.
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_pipeline.py \
-        [--records 65536] [--dim 32] [--k 10] [--repeats 3]
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
+        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|all] [--repeats 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +49,11 @@ from streamkm.service.config import config_from_mapping
 from streamkm.service.runtime import Service
 
 BATCH = 1024
+PARTITIONS = 4
+#: (format, dtype, dim, records) of the engine rows.
+ENGINE_ROWS = (("json", "float64", 32, 32 * BATCH), ("json", "float64", 784, 8 * BATCH),
+               ("float32", "float32", 32, 32 * BATCH))
+MODES = {"updating": {"tol": 0.0, "patience": 1_000_000}, "converged": {}}
 
 
 def make_data(n: int, dim: int, k: int, seed: int = 0) -> np.ndarray:
@@ -37,56 +62,61 @@ def make_data(n: int, dim: int, k: int, seed: int = 0) -> np.ndarray:
     return (centers[rng.integers(k, size=n)] + rng.normal(size=(n, dim))).astype(np.float32)
 
 
-def write_json(path: Path, x: np.ndarray) -> None:
-    with open(path, "w") as fh:
-        for i, row in enumerate(x.tolist()):
-            fh.write(json.dumps({"id": i, "x": row}) + "\n")
+def json_values(x: np.ndarray) -> list[bytes]:
+    return [json.dumps({"id": i, "x": row}).encode() for i, row in enumerate(x.tolist())]
 
 
-def model_params(k: int) -> dict:
-    return {"n_clusters": k, "kernel": "rbf", "tau": 200, "n_init": 1, "random_state": 0}
+def model_params(k: int, mode: str) -> dict[str, Any]:
+    return {"n_clusters": k, "kernel": "rbf", "tau": 200, "n_init": 1, "random_state": 0,
+            **MODES[mode]}
 
 
-def engine_only(x: np.ndarray, k: int, dtype: type) -> tuple[float, int]:
-    """Seconds for steps 2.. of the engine on the same batches; returns (seconds, rows)."""
-    model = MiniBatchKernelKMeans(batch_size=BATCH, **model_params(k))
+def engine_only(x: np.ndarray, k: int, dtype: str, mode: str) -> dict[str, float]:
+    """Steps 2.. of the engine on the same batches: rate and share of updating steps."""
+    model = MiniBatchKernelKMeans(batch_size=BATCH, **model_params(k, mode))
     xs = x.astype(dtype)
     model.step(xs[:BATCH])
+    updated = 0
     t0 = time.perf_counter()
     for start in range(BATCH, len(xs), BATCH):
-        model.step(xs[start:start + BATCH])
-    return time.perf_counter() - t0, len(xs) - BATCH
+        updated += bool(model.step(xs[start:start + BATCH]).updated)
+    seconds = time.perf_counter() - t0
+    steps = (len(xs) - BATCH) // BATCH
+    return {"rate": (len(xs) - BATCH) / seconds, "updates": updated / steps}
 
 
-def pipeline(folder: Path, data: Path, fmt: str, dim: int, k: int, n: int,
-             dtype: str) -> dict[str, float]:
-    source = {"paths": [str(data)], "poll_interval_ms": 5}
-    if fmt == "float32":
-        source.update(framing="fixed", record_size=4 * dim)
-    config = config_from_mapping({
+def service_config(folder: Path, source: dict[str, Any], fmt: str, dim: int, k: int,
+                   dtype: str, mode: str, kafka: dict[str, Any] | None = None) -> Any:
+    mapping: dict[str, Any] = {
         "source": source,
         "decoding": {"format": fmt, "dim": dim, "dtype": dtype},
-        "model": model_params(k),
+        "model": model_params(k, mode),
         "batching": {"batch_size": BATCH, "max_wait_ms": 1000},
         "checkpoint": {"dir": "ck", "every_batches": 25, "every_seconds": 60},
         "sinks": {"assignments": "assignments.jsonl", "events": "events.jsonl",
                   "dead_letter": "dead.jsonl"},
         "metrics": {"enabled": False},
         "logging": {"level": "warning"},
-    }, base_dir=folder, where="of the benchmark")
+    }
+    if kafka is not None:
+        mapping["kafka"] = kafka
+    return config_from_mapping(mapping, base_dir=folder, where="of the benchmark")
+
+
+def run_service(config: Any, n: int) -> dict[str, float]:
+    """Run the service until ``n`` records are accepted; rate after the first batch, and the
+    seconds from ``start()`` to the first processed batch."""
+    t_start = time.perf_counter()
     service = Service(config)
     service.start()
     marks: dict[str, float] = {}
-    after_first: dict[str, float] = {}
+    at_first: dict[str, float] = {}
 
     def watch() -> None:
         while service.status.records_accepted < BATCH:
             time.sleep(0.0005)
         marks["first"] = time.perf_counter()
-        s = service.status
-        after_first.update(read=s.read_seconds, decode=s.decode_seconds,
-                           model=s.model_seconds, sinks=s.sink_seconds,
-                           checkpoint=s.checkpoint_seconds)
+        at_first.update(_time_parts(service.status))
         while service.status.records_accepted < n:
             time.sleep(0.0005)
         marks["done"] = time.perf_counter()
@@ -96,59 +126,188 @@ def pipeline(folder: Path, data: Path, fmt: str, dim: int, k: int, n: int,
     watcher.start()
     service.run()
     watcher.join()
-    s = service.status
     wall = marks["done"] - marks["first"]
-    parts = {
-        "read": s.read_seconds - after_first["read"],
-        "decode": s.decode_seconds - after_first["decode"],
-        "engine": s.model_seconds - after_first["model"],
-        "sinks": s.sink_seconds - after_first["sinks"],
-        "checkpoint": s.checkpoint_seconds - after_first["checkpoint"],
-    }
-    parts["rest"] = wall - sum(parts.values())
-    return {"seconds": wall, "rows": n - BATCH, **parts}
+    parts = {key: (value - at_first[key]) / wall
+             for key, value in _time_parts(service.status).items()}
+    return {"rate": (n - BATCH) / wall, "first_batch_s": marks["first"] - t_start, **parts}
+
+
+def _time_parts(status: Any) -> dict[str, float]:
+    """Seconds the service spent reading, decoding, in the engine and in the sinks."""
+    return {"read": status.read_seconds, "decode": status.decode_seconds,
+            "engine": status.model_seconds, "sinks": status.sink_seconds}
+
+
+def file_source(data: Path, fmt: str, dim: int) -> dict[str, Any]:
+    source: dict[str, Any] = {"paths": [str(data)], "poll_interval_ms": 5}
+    if fmt == "float32":
+        source.update(framing="fixed", record_size=4 * dim)
+    return source
+
+
+def summary(values: list[float], fmt: str = ",.0f") -> str:
+    return (f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})")
+
+
+# ---------------------------------------------------------------------- engine part
+
+
+def engine_part(tmp: Path, repeats: int, k: int) -> None:
+    print(f"## Service from a file vs the engine alone (k={k}, rbf, tau=200, batch {BATCH}, "
+          f"{repeats} interleaved repeats, median (min-max))\n")
+    print("| format | dtype | d | records | model | updates | engine rec/s | service rec/s "
+          "| service / engine | service time: read / decode / engine / sinks |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for fmt, dtype, dim, n in ENGINE_ROWS:
+        x = make_data(n, dim, k)
+        data = tmp / f"in-{fmt}-{dim}"
+        if fmt == "json":
+            data.write_bytes(b"\n".join(json_values(x)) + b"\n")
+        else:
+            data.write_bytes(x.astype("<f4").tobytes())
+        for mode in MODES:
+            engine, service, ratios, updates = [], [], [], []
+            shares: dict[str, list[float]] = {key: [] for key in ("read", "decode", "engine",
+                                                                  "sinks")}
+            engine_only(x, k, dtype, mode)  # compiles the numba specialisations of this mode
+            for rep in range(repeats):
+                e = engine_only(x, k, dtype, mode)
+                folder = tmp / f"{fmt}-{dim}-{mode}-{rep}"
+                folder.mkdir()
+                s = run_service(service_config(folder, file_source(data, fmt, dim), fmt, dim,
+                                               k, dtype, mode), n)
+                engine.append(e["rate"])
+                service.append(s["rate"])
+                ratios.append(s["rate"] / e["rate"])
+                updates.append(e["updates"])
+                for key, values in shares.items():
+                    values.append(s[key])
+            split = " / ".join(f"{100 * statistics.median(v):.0f}%" for v in shares.values())
+            print(f"| {fmt} | {dtype} | {dim} | {n:,} | {mode} | "
+                  f"{100 * statistics.median(updates):.0f}% | {summary(engine)} | "
+                  f"{summary(service)} | {summary(ratios, '.2f')} | {split} |", flush=True)
+    print()
+
+
+# ---------------------------------------------------------------------- Kafka part
+
+
+def bare_consumer(bootstrap: str, topic: str, n: int, settings: dict[str, Any]) -> float:
+    """Records/s of a kafka-python consumer reading ``n`` records of ``topic`` (manual
+    assignment, from the beginning), timed from the first record to the last."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             group_id=None, **settings)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        got, first, t0 = 0, 0, 0.0
+        deadline = time.monotonic() + 120
+        while got < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"bare consumer read {got} of {n} records")
+            fetched = sum(len(m) for m in consumer.poll(timeout_ms=1000).values())
+            if fetched and not got:  # the first fetch starts the clock
+                t0, first = time.perf_counter(), fetched
+            got += fetched
+        return (got - first) / (time.perf_counter() - t0)
+    finally:
+        consumer.close(autocommit=False)
+
+
+def produce_batched(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """Write ``values`` round-robin over the partitions, in large producer batches (as a
+    throughput-minded producer would: the consumer's cost per record batch is high)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=1 << 20,
+                             max_request_size=8 << 20)
+    try:
+        for i, value in enumerate(values):
+            producer.send(topic, value=value, partition=i % PARTITIONS)
+        producer.flush(timeout=60)
+    finally:
+        producer.close(timeout=10)
+
+
+def kafka_part(tmp: Path, repeats: int, k: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from kafka_broker import create_topics, start_tansu
+
+    from streamkm_connectors.kafka_source import THROUGHPUT_CONSUMER_SETTINGS
+
+    dim, n = 32, 32 * BATCH
+    x = make_data(n, dim, k)
+    values = json_values(x)
+    data = tmp / "kafka-in.jsonl"
+    data.write_bytes(b"\n".join(values) + b"\n")
+    broker = start_tansu(tmp / "tansu.log")
+    try:
+        bootstrap, topic = broker.bootstrap, "bench-in"
+        create_topics(bootstrap, {topic: PARTITIONS})
+        produce_batched(bootstrap, topic, values)
+        kafka = {"bootstrap_servers": [bootstrap]}
+        runs: dict[str, list[float]] = {name: [] for name in (
+            "file", "kafka", "kafka/file", "first_dynamic", "first_static", "bare_default",
+            "bare_tuned")}
+        for rep in range(repeats):
+            variants: list[tuple[str, Callable[[], dict[str, float]]]] = []
+            for static in (False, True):
+                name = "static" if static else "dynamic"
+                source = {"kind": "kafka", "topics": [topic], "group_id": f"g-{name}-{rep}",
+                          "auto_offset_reset": "earliest"}
+                if static:
+                    source["group_instance_id"] = f"bench-{rep}"
+                folder = tmp / f"kafka-{name}-{rep}"
+                folder.mkdir()
+                config = service_config(folder, source, "json", dim, k, "float64", "updating",
+                                        kafka)
+                variants.append((name, lambda c=config: run_service(c, n)))
+            folder = tmp / f"file-{rep}"
+            folder.mkdir()
+            file_config = service_config(folder, file_source(data, "json", dim), "json", dim,
+                                         k, "float64", "updating")
+            dynamic = variants[0][1]()
+            static = variants[1][1]()
+            from_file = run_service(file_config, n)
+            runs["kafka"].append(dynamic["rate"])
+            runs["file"].append(from_file["rate"])
+            runs["kafka/file"].append(dynamic["rate"] / from_file["rate"])
+            runs["first_dynamic"].append(dynamic["first_batch_s"])
+            runs["first_static"].append(static["first_batch_s"])
+            runs["bare_default"].append(bare_consumer(bootstrap, topic, n, {}))
+            runs["bare_tuned"].append(bare_consumer(bootstrap, topic, n,
+                                                    THROUGHPUT_CONSUMER_SETTINGS))
+    finally:
+        broker.stop()
+    print(f"## Kafka (Tansu, {PARTITIONS} partitions, JSON d={dim}, {n:,} records, k={k}, "
+          f"model updating, {repeats} interleaved repeats, median (min-max))\n")
+    print("| measurement | value |")
+    print("|---|---|")
+    print(f"| service, file source, rec/s | {summary(runs['file'])} |")
+    print(f"| service, Kafka source, rec/s | {summary(runs['kafka'])} |")
+    print(f"| Kafka source / file source | {summary(runs['kafka/file'], '.2f')} |")
+    print(f"| bare consumer, kafka-python defaults, rec/s | {summary(runs['bare_default'])} |")
+    print(f"| bare consumer, service's fetch settings, rec/s | {summary(runs['bare_tuned'])} |")
+    print(f"| start to first batch, new group, s | {summary(runs['first_dynamic'], '.2f')} |")
+    print(f"| start to first batch, new group + group_instance_id, s | "
+          f"{summary(runs['first_static'], '.2f')} |")
+    print()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=64 * BATCH)
-    parser.add_argument("--dim", type=int, default=32)
+    parser.add_argument("part", nargs="?", choices=("engine", "kafka", "all"), default="all")
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="interleaved engine/pipeline runs; the fastest of each is kept")
     args = parser.parse_args()
-    n = args.records - args.records % BATCH
-    x = make_data(n, args.dim, args.k)
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for fmt, dtype in (("json", "float64"), ("float32", "float32")):
-            data = Path(tmp) / ("in.jsonl" if fmt == "json" else "in.f32")
-            if fmt == "json":
-                write_json(data, x)
-            else:
-                data.write_bytes(x.astype("<f4").tobytes())
-            engine_best, best = float("inf"), None
-            for rep in range(args.repeats):
-                engine_seconds, engine_rows = engine_only(x, args.k, np.dtype(dtype).type)
-                engine_best = min(engine_best, engine_seconds)
-                folder = Path(tmp) / f"{fmt}-{rep}"
-                folder.mkdir()
-                result = pipeline(folder, data, fmt, args.dim, args.k, n, dtype)
-                if best is None or result["seconds"] < best["seconds"]:
-                    best = result
-            assert best is not None
-            rows.append((fmt, dtype, engine_rows / engine_best, best["rows"] / best["seconds"],
-                         best))
-    print(f"records={n} dim={args.dim} k={args.k} kernel=rbf tau=200 batch={BATCH} "
-          f"(best of {args.repeats} interleaved runs)")
-    keys = ("read", "decode", "engine", "sinks", "checkpoint", "rest")
-    print("| format | dtype | engine rec/s | pipeline rec/s | ratio | "
-          + " | ".join(keys) + " |")
-    print("|---|---|---|---|---|" + "---|" * len(keys))
-    for fmt, dtype, engine_rate, pipe_rate, r in rows:
-        share = " | ".join(f"{100 * r[key] / r['seconds']:.0f}%" for key in keys)
-        print(f"| {fmt} | {dtype} | {engine_rate:,.0f} | {pipe_rate:,.0f} | "
-              f"{pipe_rate / engine_rate:.2f} | {share} |")
+        if args.part in ("engine", "all"):
+            engine_part(Path(tmp), args.repeats, args.k)
+        if args.part in ("kafka", "all"):
+            kafka_part(Path(tmp), args.repeats, args.k)
 
 
 if __name__ == "__main__":

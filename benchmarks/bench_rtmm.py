@@ -1,4 +1,4 @@
-"""RTMM vs RSCD initial-pair generation, and bisection quality of RTMM pairs (seed 003).
+"""RTMM vs RSCD vs FRUS initial starts, and bisection quality of each seeding (Li and He).
 
 Prints markdown tables (the ones in docs/benchmarks.md, section "drift"):
 
@@ -7,14 +7,22 @@ Prints markdown tables (the ones in docs/benchmarks.md, section "drift"):
 2. RSCD as m approaches N = n(n-1)/2, where collisions pile up, vs RTMM;
 3. kernel 2-means bisection: SSE of the best of m RTMM pairs vs the best of m pairs drawn
    with repeats, over several seeds and datasets;
-4. time of one ``kernel_bisect`` call (kernel matrix included) at reservoir sizes.
+4. time of one ``kernel_bisect`` call (kernel matrix included) at reservoir sizes;
+5. seed 003's experiment (a): time of m initial starts by RTMM, RSCD and FRUS vs the
+   dimension, on generated data shaped like 20NEWS, IMDB (sparse TF-IDF) and MNIST (dense);
+6. seed 003's experiment (b): the same vs m;
+7. split quality of each seeding (``kernel_bisect(..., seeding=...)``) on data with a known
+   best split.
+
+Tables 5-7 interleave the methods inside every repeat and report median (min-max).
 
 Run from the repository root, with one BLAS and one numba thread (the machine is shared,
 and threads spinning on small GEMMs and kernel blocks only add contention)::
 
     OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rtmm.py
     OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rtmm.py --quick
-    ... --tables bisect   # a subset: grid, flat, exhaustion, quality, bisect
+    ... --tables dimension,growth,seedings   # a subset: grid, flat, exhaustion, quality,
+                                             # bisect, dimension, growth, seedings
 """
 
 from __future__ import annotations
@@ -26,7 +34,17 @@ from collections.abc import Callable
 import numpy as np
 from sklearn.datasets import make_blobs, make_circles, make_moons
 
-from streamkm.drift import kernel_2means_from_pairs, kernel_bisect, rscd_pairs, rtmm_pairs
+import scipy.sparse as sp
+
+from bench_sketch import tfidf_like, tfidf_like_with_topics
+from streamkm.drift import (
+    feature_range,
+    kernel_2means_from_pairs,
+    kernel_bisect,
+    rscd_pairs,
+    rtmm_pairs,
+    uniform_in_box,
+)
 from streamkm.kernels import KernelSpec, median_heuristic_gamma
 
 
@@ -163,12 +181,176 @@ def table_bisect_time(repeats: int, sizes: list[int], counts: list[int]) -> None
     print()
 
 
+# ---- seed 003's high-dimensional experiments: RTMM vs RSCD vs FRUS -----------------------
+
+# FRUS centers are dense: 2 m of them at 1.7e5 features do not fit in memory for large m, so
+# they are drawn in chunks of at most this many values and handed on (discarded here), as a
+# bisection consuming them pair by pair would.
+_FRUS_CHUNK_VALUES = 2**22
+
+
+def mnist_like(n_rows: int, seed: int) -> np.ndarray:
+    """Dense 28 x 28 'digit' images: a few bright strokes on a dark background, in [0, 1]."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:28, 0:28]
+    images = np.zeros((n_rows, 28, 28))
+    for _ in range(4):
+        cy, cx = rng.uniform(6, 22, size=(2, n_rows, 1, 1))
+        width = rng.uniform(1.0, 2.5, size=(n_rows, 1, 1))
+        images += np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * width**2))
+    images = np.clip(images, 0, 1)
+    images[images < 0.1] = 0.0
+    return images.reshape(n_rows, 784)
+
+
+def paper_datasets(seed: int = 0) -> dict[str, tuple[object, int]]:
+    """Generated stand-ins for seed 003's 20NEWS, IMDB and MNIST: name -> (rows, n_rows)."""
+    return {
+        "20NEWS-like (1.8e4 x 173451, sparse)": (tfidf_like(seed, 18_000, 173_451, 20, 120), 18_000),
+        "IMDB-like (2e4 x 73063, sparse)": (tfidf_like(seed + 1, 20_000, 73_063, 2, 120), 20_000),
+        "MNIST-like (1e4 x 784, dense)": (mnist_like(10_000, seed + 2), 10_000),
+    }
+
+
+def frus_stream(x: object, n_centers: int, rng: np.random.Generator) -> float:
+    """Draw n_centers FRUS centers of x chunk by chunk; returns a checksum (keeps work live)."""
+    low, high = feature_range(x)
+    chunk = max(1, _FRUS_CHUNK_VALUES // low.shape[0])
+    total = 0.0
+    for start in range(0, n_centers, chunk):
+        total += float(uniform_in_box(low, high, min(chunk, n_centers - start), rng)[0, 0])
+    return total
+
+
+def interleaved(methods: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Wall times (ms) of every method, one call of each per repeat in rotating order, after
+    one warm-up call each."""
+    for run in methods.values():
+        run()
+    names = list(methods)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            start = time.perf_counter()
+            methods[name]()
+            times[name].append(1e3 * (time.perf_counter() - start))
+    return times
+
+
+def _med(times: list[float]) -> str:
+    return f"{np.median(times):.3g} ({min(times):.3g}-{max(times):.3g})"
+
+
+def _three_methods(x: object, n: int, m: int) -> dict[str, Callable[[], object]]:
+    rng = np.random.default_rng(0)
+    return {
+        "RTMM": lambda: rtmm_pairs(n, m, random_state=rng),
+        "RSCD": lambda: rscd_pairs(n, m, random_state=rng),
+        "FRUS": lambda: frus_stream(x, 2 * m, rng),
+    }
+
+
+def table_dimension(repeats: int, counts: list[int], datasets: dict[str, tuple[object, int]]) -> None:
+    print(f"### Seed 003 (a): time of m initial starts vs the dimension (ms, median (min-max) of {repeats}, interleaved)\n")
+    print("RTMM and RSCD draw m pairs of row indices; FRUS draws 2 m centers in the feature range "
+          "(range included; 'range' is that part alone).\n")
+    print("| data | n_features | m | RTMM | RSCD | FRUS | FRUS range | FRUS / RTMM |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, (x, n) in datasets.items():
+        d = x.shape[1]
+        for m in counts:
+            methods = _three_methods(x, n, m)
+            methods["range"] = lambda: feature_range(x)
+            t = interleaved(methods, repeats)
+            ratio = np.median(t["FRUS"]) / np.median(t["RTMM"])
+            print(f"| {name} | {d} | {m} | {_med(t['RTMM'])} | {_med(t['RSCD'])} | "
+                  f"{_med(t['FRUS'])} | {_med(t['range'])} | {ratio:,.0f}x |")
+    print()
+
+
+def table_growth(repeats: int, x: np.ndarray, counts_by_n: dict[int, list[int]]) -> None:
+    print(f"### Seed 003 (b): time of m initial starts vs m, 784 features (ms, median (min-max) of {repeats}, interleaved)\n")
+    print("n rows of the MNIST-like data; per-pair cost in ns in brackets.\n")
+    print("| n | N = n(n-1)/2 | m | m / N | RTMM | RSCD | FRUS |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n, counts in counts_by_n.items():
+        rows = x[:n]
+        total = n * (n - 1) // 2
+        for m in counts:
+            t = interleaved(_three_methods(rows, n, m), repeats)
+            cells = [f"{_med(t[k])} [{1e6 * np.median(t[k]) / m:.0f}]" for k in ("RTMM", "RSCD", "FRUS")]
+            print(f"| {n} | {total} | {m} | {m / total:.2g} | " + " | ".join(cells) + " |")
+    print()
+
+
+def _two_group_data(seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Datasets with a known best 2-split: rows and the generating side of each row."""
+    out = {}
+    # four blobs at the corners of an 8 x 3 rectangle: left | right is best, top | bottom a
+    # local optimum 2-means can get stuck in
+    x, corner = make_blobs(n_samples=300, centers=[[0, 0], [0, 3], [8, 0], [8, 3]],
+                           cluster_std=1.0, random_state=seed)
+    out["4 blobs on an 8 x 3 rectangle, 2-D"] = (x, (corner >= 2).astype(int))
+    centers = np.zeros((2, 50))
+    centers[1, :] = 0.45
+    x, y = make_blobs(n_samples=300, centers=centers, cluster_std=1.0, random_state=seed)
+    out["2 blobs 3.2 std apart, 50-D"] = (x, y)
+    x, y = make_blobs(n_samples=[270, 30], centers=[[0] * 10, [2] * 10], cluster_std=1.0,
+                      random_state=seed)
+    out["blobs 270 + 30, 10-D"] = (x, y)
+    docs, topic = tfidf_like_with_topics(seed, 300, 2000, 2, 40)
+    out["2 topics, TF-IDF-like 2000-D"] = (docs.toarray(), topic)
+    return out
+
+
+def _euclidean_sse(x: np.ndarray, labels: np.ndarray) -> float:
+    return float(sum(((x[labels == c] - x[labels == c].mean(axis=0)) ** 2).sum() for c in np.unique(labels)))
+
+
+def table_seedings(seeds: int, counts: list[int]) -> None:
+    print(f"### Split quality of each seeding, linear kernel, n = 300 ({seeds} seeds)\n")
+    print("'best' (the best known split) is the lower of the SSE of the generating split and of 2-means started from it. "
+          "SSE / best is the mean over seeds (1 = the known best split); 'hit' the fraction of "
+          "seeds whose split reaches it (relative 1e-9); ARI against the generating split.\n")
+    print("| data | m | RTMM SSE / best | RSCD SSE / best | FRUS SSE / best | hit RTMM / RSCD / FRUS | ARI RTMM / RSCD / FRUS |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    from sklearn.metrics import adjusted_rand_score
+
+    results: dict[tuple[str, int], dict[str, list[tuple[float, bool, float]]]] = {}
+    for seed in range(seeds):
+        for name, (x, y) in _two_group_data(seed).items():
+            refined = kernel_2means_from_labels_once(x, y)
+            best = min(_euclidean_sse(x, y), _euclidean_sse(x, refined))
+            for m in counts:
+                cell = results.setdefault((name, m), {"rtmm": [], "rscd": [], "frus": []})
+                for seeding in cell:
+                    r = kernel_bisect(x, n_pairs=m, seeding=seeding, random_state=1000 + seed)
+                    cell[seeding].append((r.sse / best, r.sse <= best * (1 + 1e-9),
+                                          adjusted_rand_score(y, r.labels)))
+    for (name, m), cell in results.items():
+        arr = {k: np.array(v, dtype=float) for k, v in cell.items()}
+        order = ("rtmm", "rscd", "frus")
+        sse = " | ".join(f"{arr[k][:, 0].mean():.4f}" for k in order)
+        hit = " / ".join(f"{arr[k][:, 1].mean():.2f}" for k in order)
+        ari = " / ".join(f"{arr[k][:, 2].mean():.2f}" for k in order)
+        print(f"| {name} | {m} | {sse} | {hit} | {ari} |")
+    print()
+
+
+def kernel_2means_from_labels_once(x: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Linear-kernel 2-means started from the given split (the known split's local optimum)."""
+    from streamkm.drift import kernel_2means_from_labels
+
+    return kernel_2means_from_labels(x @ x.T, labels[None, :]).labels[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke run")
     parser.add_argument(
-        "--tables", default="grid,flat,exhaustion,quality,bisect",
-        help="comma-separated subset of: grid, flat, exhaustion, quality, bisect",
+        "--tables", default="grid,flat,exhaustion,quality,bisect,dimension,growth,seedings",
+        help="comma-separated subset of: grid, flat, exhaustion, quality, bisect, dimension, "
+             "growth, seedings",
     )
     args = parser.parse_args()
     chosen = set(args.tables.split(","))
@@ -179,6 +361,12 @@ def main() -> None:
         "exhaustion": lambda: table_near_exhaustion(5, 600),
         "quality": lambda: table_quality(30, [16, 300], [1, 5, 20]),
         "bisect": lambda: table_bisect_time(10, [100, 300, 1000], [1, 5, 20]),
+        "dimension": lambda: table_dimension(5, [100, 1000], paper_datasets()),
+        "growth": lambda: table_growth(5, mnist_like(10_000, 2), {
+            10_000: [100, 1000, 10_000, 100_000, 180_000],
+            600: [1000, 10_000, 100_000, 170_000, 179_700],
+        }),
+        "seedings": lambda: table_seedings(30, [1, 5, 20]),
     }
     if args.quick:
         tables = {
@@ -187,6 +375,12 @@ def main() -> None:
             "exhaustion": lambda: table_near_exhaustion(2, 100),
             "quality": lambda: table_quality(2, [16], [1, 5]),
             "bisect": lambda: table_bisect_time(2, [100], [1, 5]),
+            "dimension": lambda: table_dimension(2, [10], {
+                "20NEWS-like, small": (tfidf_like(0, 500, 173_451, 20, 120), 500),
+                "MNIST-like, small": (mnist_like(500, 2), 500),
+            }),
+            "growth": lambda: table_growth(2, mnist_like(200, 2), {200: [100, 10_000]}),
+            "seedings": lambda: table_seedings(2, [1, 5]),
         }
     for name, run in tables.items():
         if name in chosen:

@@ -1,44 +1,33 @@
 """Scale-out throughput: 1, 2 and 3 ``streamkm run`` processes in one consumer group.
 
-Starts a Tansu broker (the test broker, ``tests/kafka_broker.py``), writes ``--records``
-JSON records (a ``--k`` component Gaussian mixture in ``--dim`` dimensions) to a
-6-partition topic, then for P = 1, 2, 3 starts P scale-out processes and times how long the
+Starts a Tansu broker (the tests' broker, ``tests/helpers/kafka_broker.py``), writes
+``--records`` JSON records (a ``--k`` component Gaussian mixture in ``--dim`` dimensions)
+to a 6-partition topic, then for P = 1, 2, 3 starts P scale-out processes and times how long the
 global model takes to count every record (first process start to exact count; process start
 and group joins included, reported separately as the time to the first version). After a
 graceful stop each process logs ``scaleout_stats``: worker seconds per record (assignment
 + subsample/encode) and leader seconds per applied update and per published version, from
 which the scaling model in ``docs/benchmarks.md`` is fitted.
 
-Usage::
+Usage (from the repository root, as a module so that the tests' helpers import)::
 
-    .venv/bin/python benchmarks/bench_scaleout.py [--records 40000] [--dim 16] [--k 8]
+    .venv/bin/python -m benchmarks.bench_scaleout [--records 40000] [--dim 16] [--k 8]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from kafka_broker import (  # noqa: E402
-    create_topics,
-    kill,
-    log_events,
-    produce,
-    start_service,
-    start_tansu,
-    stop,
-)
-
-from streamkm.scaleout.leader import ModelVersion  # noqa: E402
-from streamkm_connectors.scaleout_kafka import ModelReader  # noqa: E402
+from streamkm.scaleout.leader import ModelVersion
+from streamkm_connectors.scaleout_kafka import ModelReader
+from tests.helpers.kafka_broker import create_topics, produce, start_tansu
+from tests.helpers.processes import kill, log_events, start_service, stop
 
 PARTITIONS = 6
 

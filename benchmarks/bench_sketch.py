@@ -58,6 +58,13 @@ def tfidf_like(seed: int, m: int, n: int, k: int, words_per_doc: int) -> sp.csr_
     """Documents from k planted topics: 60% topic words (a topic's own 1/k of the
     vocabulary, Zipf-weighted), 40% background words (Zipf over the whole vocabulary);
     then tf-idf weighting and unit-length rows."""
+    return tfidf_like_with_topics(seed, m, n, k, words_per_doc)[0]
+
+
+def tfidf_like_with_topics(
+    seed: int, m: int, n: int, k: int, words_per_doc: int
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """:func:`tfidf_like` and the planted topic of every document."""
     rng = np.random.default_rng(seed)
     topic = rng.integers(0, k, m)
     doc = np.repeat(np.arange(m), words_per_doc)
@@ -74,7 +81,7 @@ def tfidf_like(seed: int, m: int, n: int, k: int, words_per_doc: int) -> sp.csr_
     idf = np.log((1 + m) / (1 + df)) + 1.0
     tfidf = counts @ sp.diags(idf)
     norms = np.sqrt(np.asarray(tfidf.multiply(tfidf).sum(axis=1)).ravel())
-    return sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ tfidf)
+    return sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ tfidf), topic
 
 
 def kmeans_objective(x: Any, labels: np.ndarray, k: int) -> float:

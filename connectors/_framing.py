@@ -143,10 +143,6 @@ class FramedReader:
         self._buf = buf[count * size:]
         self.emitted_offset = base + count * size
 
-    def has_held_bytes(self, file_size: int) -> bool:
-        """True if bytes after the last record exist in the file (an incomplete record)."""
-        return file_size > self.emitted_offset
-
     def flush_incomplete(self, file_size: int) -> RawRecord | None:
         """Give up on an incomplete last record that will never be completed (the file
         was rotated away): return it as a ``truncated`` (or ``oversized``) record and

@@ -9,18 +9,18 @@ checkpoints.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import os
 import time
-from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.state_io import fsync_dir
+
+from ._json_out import assignments, encode, encode_lines
 
 __all__ = ["JsonLinesFileSink", "AssignmentFileSink", "EventFileSink", "DeadLetterFileSink"]
 
@@ -89,40 +89,19 @@ class JsonLinesFileSink:
         self._bytes += len(data)
 
     def write_entry(self, entry: dict[str, Any]) -> None:
-        """Append one JSON object as a line."""
-        self._write(json.dumps(entry, separators=(",", ":"), default=_json_default).encode()
-                    + b"\n")
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return str(value)
-
-
-def _json_id(value: Any) -> str:
-    if isinstance(value, str):
-        return encode_basestring(value)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return str(int(value))
-    return json.dumps(value, default=_json_default)
+        """Append one JSON object as a line (non-finite floats as ``null``)."""
+        self._write(encode(entry) + b"\n")
 
 
 class AssignmentFileSink(JsonLinesFileSink):
-    """Lines ``{"id", "cluster", "sq_distance", "step"}``, one per accepted record."""
+    """Lines ``{"id", "cluster", "distance", "sq_distance", "step"}``, one per accepted
+    record (``distance`` is the kernel distance to the cluster's center, ``sq_distance`` its
+    square), as in the Kafka assignments."""
 
     def write_assignments(self, ids: list[Any], clusters: Any, sq_distances: Any,
                           step: int) -> None:
         """Append the assignments of one batch."""
-        tail = f',"step":{int(step)}}}\n'
-        lines = [
-            f'{{"id":{_json_id(i)},"cluster":{c},"sq_distance":{d!r}{tail}'
-            for i, c, d in zip(ids, np.asarray(clusters).tolist(),
-                               np.asarray(sq_distances, dtype=np.float64).tolist())
-        ]
-        self._write("".join(lines).encode())
+        self._write(encode_lines(assignments(ids, clusters, sq_distances, step)))
 
 
 class EventFileSink(JsonLinesFileSink):

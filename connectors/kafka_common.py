@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from streamkm.exceptions import ConfigError, ParameterError
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.sources import RawRecord
 
 __all__ = ["KafkaRecord", "part_key", "split_part_key", "LazyKafkaClient", "broker_connected",
@@ -41,6 +41,18 @@ class KafkaRecord(RawRecord):
 
     raw_key: bytes | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
+
+
+def check_client_settings(role: str, settings: dict[str, Any]) -> None:
+    """Raise ``ValueError`` for a key of ``settings`` that kafka-python's ``role``
+    (``"consumer"`` or ``"producer"``) client does not know."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    known = (KafkaConsumer if role == "consumer" else KafkaProducer).DEFAULT_CONFIG
+    for key, value in settings.items():
+        if key not in known:
+            # the value is not quoted: a mistyped key may hold a secret
+            raise ValueError(f"unknown kafka-python {role} setting {key!r}")
 
 
 def part_key(topic: str, partition: int) -> str:

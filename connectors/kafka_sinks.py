@@ -28,19 +28,16 @@ Messages:
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from streamkm.exceptions import SinkError
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 
+from ._json_out import assignments, encode
 from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
 
 __all__ = ["KafkaProducerHandle", "KafkaTopicSink", "AssignmentKafkaSink", "EventKafkaSink",
@@ -268,19 +265,6 @@ class KafkaTopicSink:
         self._handle.release()
 
 
-def _json_bytes(entry: dict[str, Any]) -> bytes:
-    return json.dumps(entry, separators=(",", ":"), default=_json_default,
-                      allow_nan=True).encode()
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return str(value)
-
-
 class AssignmentKafkaSink(KafkaTopicSink):
     """One message per accepted record, keyed and with headers like its input message."""
 
@@ -292,18 +276,12 @@ class AssignmentKafkaSink(KafkaTopicSink):
     def write_record_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
                                  sq_distances: Any, step: int) -> None:
         """Queue the assignments of one batch with each input record's key and headers."""
-        step = int(step)
-        for record, id_, cluster, sq in zip(
-                records, ids, np.asarray(clusters).tolist(),
-                np.asarray(sq_distances, dtype=np.float64).tolist()):
+        for record, assignment in zip(records, assignments(ids, clusters, sq_distances, step)):
             key = getattr(record, "raw_key", None)
             if key is None and record is not None and record.key is not None:
-                key = record.key.encode()
+                key = record.key.encode("utf-8", "backslashreplace")
             headers = list(getattr(record, "headers", ()))
-            value = _json_bytes({"id": id_, "cluster": cluster,
-                                 "distance": math.sqrt(max(sq, 0.0)), "sq_distance": sq,
-                                 "step": step})
-            self._enqueue((key, value, headers))
+            self._enqueue((key, encode(assignment), headers))
 
 
 class EventKafkaSink(KafkaTopicSink):
@@ -312,8 +290,8 @@ class EventKafkaSink(KafkaTopicSink):
     def write_event(self, event: dict[str, Any]) -> None:
         """Queue one event (a ``"time"`` field is added)."""
         name = str(event.get("event", ""))
-        self._enqueue((name.encode(), _json_bytes({"time": round(time.time(), 6), **event}),
-                       []))
+        self._enqueue((name.encode("utf-8", "backslashreplace"),
+                       encode({"time": round(time.time(), 6), **event}), []))
 
 
 class DeadLetterKafkaSink(KafkaTopicSink):

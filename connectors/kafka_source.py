@@ -44,7 +44,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 
 from streamkm.exceptions import ParameterError
-from streamkm.service.logs import log_event
+from streamkm.logs import log_event
 from streamkm.sources import (
     ERROR_PREFIX_BYTES,
     OVERSIZED,
@@ -54,10 +54,23 @@ from streamkm.sources import (
 
 from .kafka_common import KafkaRecord, LazyKafkaClient, part_key, silence_kafka_python_logs
 
-__all__ = ["KafkaSource", "KafkaPartition", "kafka_source_from_config"]
+__all__ = ["KafkaSource", "KafkaPartition", "kafka_source_from_config",
+           "THROUGHPUT_CONSUMER_SETTINGS"]
 
 _log = logging.getLogger("streamkm.kafka")
 SNAPSHOT_VERSION = 1
+
+#: Fetch settings the service's consumer starts from (``[kafka] consumer`` overrides them):
+#: up to 4 MiB per partition and fetch, so one fetch holds a full default batch of large
+#: records; the broker answers once it has 64 KiB or after 100 ms, so an idle topic costs
+#: fewer round trips without delaying a batch noticeably; a 1 MiB socket receive buffer.
+#: See docs/service.md (Kafka) and benchmarks/bench_pipeline.py for the measurement.
+THROUGHPUT_CONSUMER_SETTINGS: dict[str, Any] = {
+    "max_partition_fetch_bytes": 4 << 20,
+    "fetch_min_bytes": 64 << 10,
+    "fetch_max_wait_ms": 100,
+    "receive_buffer_bytes": 1 << 20,
+}
 
 
 class KafkaPartition:
@@ -480,6 +493,7 @@ def kafka_source_from_config(source: Any, kafka: Any, metrics: Any = None) -> Ka
     """A :class:`KafkaSource` from the ``[source]`` (kind ``"kafka"``) and ``[kafka]``
     configuration sections."""
     settings = {
+        **THROUGHPUT_CONSUMER_SETTINGS,
         **kafka.client_settings(),
         "group_id": source.group_id,
         "auto_offset_reset": source.auto_offset_reset,

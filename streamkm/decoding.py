@@ -7,8 +7,10 @@ dead-letter sink instead of the model. Three wire formats:
 ``"json"``
     One JSON object per record, ``{"id": "a1", "x": [0.5, 1.25, ...]}`` (field names
     configurable). A missing or ``null`` id is derived from the record's position
-    (``"path:offset"``). ``NaN`` / ``Infinity`` literals are parsed and then rejected as
-    non-finite. ``true`` / ``false`` / strings / nested lists in ``x`` are unparseable.
+    (``"path:offset"``, undecodable file-name bytes written ``\\xNN``). A string id that no
+    UTF-8 output can carry (a lone surrogate escape) is ``invalid_id``. ``NaN`` /
+    ``Infinity`` literals are parsed and then rejected as non-finite. ``true`` / ``false`` /
+    strings / nested lists in ``x`` are unparseable.
 ``"csv"``
     Comma-separated numbers (no quoting, except an id may be wrapped in double quotes),
     optionally with an id column (``csv_id_column``, an index
@@ -28,8 +30,9 @@ dead-letter sink instead of the model. Three wire formats:
 
 Every accepted row is finite and within ``max_abs_value`` in absolute value. The batch
 path :meth:`RecordDecoder.decode_many` is the service's hot path: per record it does only
-the unavoidable Python work (one ``json.loads`` / one ``split``), and the numeric
-conversion and all range checks run once per batch in numpy. float32 batches are a single
+the unavoidable Python work (one typed msgspec decode / one ``split``), and the numeric
+conversion and all range checks run once per batch in numpy. A JSON record the typed
+decoder refuses is decoded again by the standard library, which names the exact reason. float32 batches are a single
 ``np.frombuffer`` over the joined records.
 """
 
@@ -38,37 +41,36 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Literal
 
+import msgspec
 import numpy as np
 
-from streamkm.decoding_sparse import decode_sparse_json, is_sparse_rows
+from streamkm._rejection import (
+    QUOTE_MAX_BYTES,
+    RejectReason,
+    Rejection,
+    encoding_rejection,
+    framing_rejection,
+    json_object,
+    json_record_id,
+    position_id,
+    quote,
+    reject,
+    safe_text,
+    text_of,
+    typed_json_decoder,
+)
+from streamkm._sparse import is_sparse
+from streamkm.decoding_sparse import decode_sparse_json
 from streamkm.exceptions import ParameterError
-from streamkm.sources import OVERSIZED, TRUNCATED, RawRecord
+from streamkm.sources import RawRecord
 
-__all__ = ["RejectReason", "DecodedRecord", "Rejection", "RecordDecoder", "position_id"]
+__all__ = ["RejectReason", "DecodedRecord", "Rejection", "RecordDecoder", "position_id",
+           "safe_text"]
 
-DETAIL_MAX_CHARS = 200
-_QUOTE_MAX_BYTES = 80
 _HEADER_PROBE_BYTES = 65536
 _MISSING = object()
-
-
-class RejectReason(str, Enum):
-    """Why a record was refused (also the ``reason`` label of the dead-letter counter)."""
-
-    UNPARSEABLE = "unparseable"
-    ENCODING = "encoding"
-    WRONG_DIMENSION = "wrong_dimension"
-    NON_FINITE = "non_finite"
-    MAGNITUDE = "magnitude"
-    OVERSIZED = "oversized"
-    EMPTY = "empty"
-    MISSING_FIELD = "missing_field"
-    LENGTH_MISMATCH = "length_mismatch"
-    INDEX_OUT_OF_RANGE = "index_out_of_range"
-    UNSORTED_INDICES = "unsorted_indices"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,115 +79,6 @@ class DecodedRecord:
 
     id: str
     x: np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """A refused record: the reason, a human message quoting the bad value (at most about
-    200 characters), and the raw record itself (for the dead-letter sink)."""
-
-    reason: RejectReason
-    detail: str
-    record: RawRecord
-
-
-def position_id(position: dict[str, Any]) -> str:
-    """An id derived from a record's position: ``"file:offset"`` for files,
-    ``"topic:partition:offset"`` for Kafka, else the position values joined by ``":"``."""
-    if "file" in position:
-        return f"{position['file']}:{position.get('offset')}"
-    if "topic" in position:
-        return f"{position['topic']}:{position.get('partition')}:{position.get('offset')}"
-    return ":".join(str(v) for v in position.values())
-
-
-def _quote(value: bytes | str) -> str:
-    """``repr`` of at most the first 80 bytes/characters of ``value``, marked if cut."""
-    if len(value) <= _QUOTE_MAX_BYTES:
-        return repr(value)
-    return f"{value[:_QUOTE_MAX_BYTES]!r}... ({len(value)} long)"
-
-
-def _detail(text: str) -> str:
-    return text if len(text) <= DETAIL_MAX_CHARS else text[: DETAIL_MAX_CHARS - 3] + "..."
-
-
-def _reject(reason: RejectReason, detail: str, record: RawRecord) -> Rejection:
-    return Rejection(reason, _detail(detail), record)
-
-
-def _json_object(record: RawRecord, loads: Any) -> dict[str, Any] | Rejection:
-    """The JSON object a record holds, or why it holds none (encoding, empty, unparseable)."""
-    value = record.value
-    text = _text_of(value)
-    if text is None:
-        return _encoding_rejection(record)
-    if not text.strip():
-        return _reject(RejectReason.EMPTY, f"empty record {_quote(value)}", record)
-    if isinstance(text, bytes):
-        text = text.decode("ascii")
-    try:
-        obj = loads(text)
-    except ValueError as exc:
-        return _reject(RejectReason.UNPARSEABLE, f"invalid JSON ({exc}): {_quote(value)}",
-                       record)
-    except RecursionError:
-        return _reject(RejectReason.UNPARSEABLE, f"JSON nested too deeply: {_quote(value)}",
-                       record)
-    if type(obj) is not dict:
-        return _reject(RejectReason.UNPARSEABLE,
-                       f"expected a JSON object, got {type(obj).__name__}: {_quote(value)}",
-                       record)
-    return obj
-
-
-def _json_record_id(obj: dict[str, Any], id_field: str, record: RawRecord) -> str | Rejection:
-    """The id of a decoded JSON record: its string or integer ``id_field``, else its position."""
-    raw_id = obj.get(id_field)
-    if raw_id is None:
-        return position_id(record.position)
-    if type(raw_id) is str:
-        return raw_id
-    if type(raw_id) is int:
-        return str(raw_id)
-    return _reject(
-        RejectReason.UNPARSEABLE,
-        f"field {id_field!r} must be a string or an integer, got {_quote(json.dumps(raw_id))}",
-        record)
-
-
-def _framing_rejection(record: RawRecord) -> Rejection:
-    if record.error == OVERSIZED:
-        size = record.position.get("length")
-        size_text = f"{size} bytes" if size is not None else "over the size limit"
-        return _reject(RejectReason.OVERSIZED,
-                       f"record of {size_text} skipped, starts with {_quote(record.value)}",
-                       record)
-    if record.error == TRUNCATED:
-        return _reject(RejectReason.UNPARSEABLE,
-                       f"incomplete last record of a rotated or deleted file: {_quote(record.value)}",
-                       record)
-    return _reject(RejectReason.UNPARSEABLE,
-                   f"source error {record.error!r}: {_quote(record.value)}", record)
-
-
-def _text_of(value: bytes) -> str | bytes | None:
-    """``value`` itself if ASCII (json/float accept it), its UTF-8 text, or None if invalid."""
-    if value.isascii():
-        return value
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _encoding_rejection(record: RawRecord) -> Rejection:
-    try:
-        record.value.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return _reject(RejectReason.ENCODING,
-                       f"invalid UTF-8 at byte {exc.start}: {_quote(record.value)}", record)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class RecordDecoder:
@@ -300,6 +193,7 @@ class RecordDecoder:
             self._csv_id_index = csv_id_column % (self.dim + 1)
         self._header_probed: set[str] = set()  # files whose header was read for the id column
         self._json_loads = json.JSONDecoder().decode
+        self._typed_dense = typed_json_decoder(id_field, (("x", x_field, list[float]),))
 
     # ------------------------------------------------------------------ public API
 
@@ -316,7 +210,7 @@ class RecordDecoder:
         if rejections:
             return rejections[0]
         if ids:
-            return DecodedRecord(ids[0], x[0].toarray()[0] if is_sparse_rows(x) else x[0].copy())
+            return DecodedRecord(ids[0], x[0].toarray()[0] if is_sparse(x) else x[0].copy())
         return None
 
     def decode_many(
@@ -340,12 +234,12 @@ class RecordDecoder:
         limit = self.max_record_bytes
         for record in records:
             if record.error is not None:
-                rejections.append(_framing_rejection(record))
+                rejections.append(framing_rejection(record))
             elif limit is not None and len(record.value) > limit:
-                rejections.append(_reject(
+                rejections.append(reject(
                     RejectReason.OVERSIZED,
                     f"record of {len(record.value)} bytes exceeds max_record_bytes={limit}: "
-                    f"{_quote(record.value[:_QUOTE_MAX_BYTES])}", record))
+                    f"{quote(record.value[:QUOTE_MAX_BYTES])}", record))
             else:
                 candidates.append(record)
         if self.format == "json_sparse":
@@ -373,58 +267,76 @@ class RecordDecoder:
             if len(record.value) == width:
                 good.append(record)
             elif not record.value:
-                rejections.append(_reject(RejectReason.EMPTY, "empty record", record))
+                rejections.append(reject(RejectReason.EMPTY, "empty record", record))
             else:
-                rejections.append(_reject(
+                rejections.append(reject(
                     RejectReason.WRONG_DIMENSION,
                     f"float32 record of {len(record.value)} bytes, expected 4 * dim = {width}: "
-                    f"{_quote(record.value)}", record))
+                    f"{quote(record.value)}", record))
         x = np.frombuffer(b"".join([r.value for r in good]), dtype="<f4")
         x = x.reshape(len(good), self.dim).astype(np.float64)
         return x, [position_id(r.position) for r in good], good
 
     def _json_batch(self, records: list[RawRecord], rejections: list[Rejection]
                     ) -> tuple[np.ndarray, list[str], list[RawRecord]]:
-        loads = self._json_loads
+        typed = self._typed_dense.decode
         id_field, x_field, dim = self.id_field, self.x_field, self.dim
         rows: list[list[Any]] = []
         ids: list[str] = []
         good: list[RawRecord] = []
+        all_typed = True  # every row is a list of Python floats (the typed decoder's output)
         suspicious = False  # some row may hold booleans, which numpy would turn into 0/1
         for record in records:
             value = record.value
-            obj = _json_object(record, loads)
-            if isinstance(obj, Rejection):
-                rejections.append(obj)
-                continue
-            x = obj.get(x_field, _MISSING)
-            if x is _MISSING:
-                rejections.append(_reject(
-                    RejectReason.MISSING_FIELD,
-                    f"field {x_field!r} missing in {_quote(value)}", record))
-                continue
-            if type(x) is not list:
-                rejections.append(_reject(
-                    RejectReason.UNPARSEABLE,
-                    f"field {x_field!r} must be a list of numbers, got {_quote(json.dumps(x))}",
-                    record))
-                continue
+            try:  # see decoding_sparse: invalid UTF-8 takes the slow path
+                fast = typed(value if value.isascii() or text_of(value) is not None else b"")
+            except msgspec.DecodeError:
+                x, raw_id = self._json_fields(record, rejections)
+                if x is None:
+                    continue
+                all_typed = False
+                if not suspicious and (b"true" in value or b"false" in value):
+                    suspicious = True
+            else:
+                x, raw_id = fast.x, fast.id
             if len(x) != dim:
-                rejections.append(_reject(
+                rejections.append(reject(
                     RejectReason.WRONG_DIMENSION,
-                    f"field {x_field!r} has {len(x)} values, expected {dim}: {_quote(value)}",
+                    f"field {x_field!r} has {len(x)} values, expected {dim}: {quote(value)}",
                     record))
                 continue
-            rid = _json_record_id(obj, id_field, record)
+            rid = json_record_id(raw_id, id_field, record)
             if isinstance(rid, Rejection):
                 rejections.append(rid)
                 continue
-            if not suspicious and (b"true" in value or b"false" in value):
-                suspicious = True
             rows.append(x)
             ids.append(rid)
             good.append(record)
+        if all_typed and rows:
+            return np.array(rows, dtype=np.float64).reshape(len(rows), dim), ids, good
         return self._rows_to_matrix(rows, ids, good, rejections, strict=suspicious)
+
+    def _json_fields(self, record: RawRecord, rejections: list[Rejection]
+                     ) -> tuple[list[Any] | None, Any]:
+        """The slow path of one JSON record: ``(x, raw id)``, or ``(None, None)`` after
+        appending the reason it is refused (everything but the dimension and the id)."""
+        obj = json_object(record, self._json_loads)
+        if isinstance(obj, Rejection):
+            rejections.append(obj)
+            return None, None
+        x = obj.get(self.x_field, _MISSING)
+        if x is _MISSING:
+            rejections.append(reject(
+                RejectReason.MISSING_FIELD,
+                f"field {self.x_field!r} missing in {quote(record.value)}", record))
+            return None, None
+        if type(x) is not list:
+            rejections.append(reject(
+                RejectReason.UNPARSEABLE,
+                f"field {self.x_field!r} must be a list of numbers, got {quote(json.dumps(x))}",
+                record))
+            return None, None
+        return x, obj.get(self.id_field)
 
     def _csv_batch(self, records: list[RawRecord], rejections: list[Rejection]
                    ) -> tuple[np.ndarray, list[str], list[RawRecord]]:
@@ -436,9 +348,9 @@ class RecordDecoder:
         good: list[RawRecord] = []
         for record in records:
             value = record.value
-            text = _text_of(value)
+            text = text_of(value)
             if text is None:
-                rejections.append(_encoding_rejection(record))
+                rejections.append(encoding_rejection(record))
                 continue
             if isinstance(text, bytes):
                 text = text.decode("ascii")
@@ -446,25 +358,25 @@ class RecordDecoder:
                 self._learn_header(text)
                 continue
             if not text.strip():
-                rejections.append(_reject(RejectReason.EMPTY,
-                                          f"empty record {_quote(value)}", record))
+                rejections.append(reject(RejectReason.EMPTY,
+                                          f"empty record {quote(value)}", record))
                 continue
             fields = text.rstrip("\r").split(",")
             if len(fields) != n_columns:
                 n_values = len(fields) - 1 if has_id else len(fields)
-                rejections.append(_reject(
+                rejections.append(reject(
                     RejectReason.WRONG_DIMENSION,
-                    f"{n_values} values, expected {dim}: {_quote(value)}", record))
+                    f"{n_values} values, expected {dim}: {quote(value)}", record))
                 continue
             if has_id:
                 index = self._csv_id_index
                 if index is None:
                     index = self._header_from_file(record)
                 if index is None:
-                    rejections.append(_reject(
+                    rejections.append(reject(
                         RejectReason.MISSING_FIELD,
                         f"id column {self.csv_id_column!r} not found (no header seen): "
-                        f"{_quote(value)}", record))
+                        f"{quote(value)}", record))
                     continue
                 rid = fields.pop(index).strip().strip('"')
                 if not rid:
@@ -500,7 +412,7 @@ class RecordDecoder:
                 first = fh.readline(_HEADER_PROBE_BYTES)
         except OSError:
             return None
-        text = _text_of(first.rstrip(b"\n"))
+        text = text_of(first.rstrip(b"\n"))
         if text is None:
             return None
         self._learn_header(text.decode("ascii") if isinstance(text, bytes) else text)
@@ -550,16 +462,16 @@ class RecordDecoder:
                 else:
                     raise TypeError
             except OverflowError:
-                rejections.append(_reject(
+                rejections.append(reject(
                     RejectReason.MAGNITUDE,
-                    f"value {j} = {_quote(str(v))} exceeds max_abs_value={self.max_abs_value:g}",
+                    f"value {j} = {quote(str(v))} exceeds max_abs_value={self.max_abs_value:g}",
                     record))
                 return None
             except (TypeError, ValueError):
                 shown = v if self.format == "csv" else json.dumps(v)
-                rejections.append(_reject(
+                rejections.append(reject(
                     RejectReason.UNPARSEABLE,
-                    f"value {j} is not a number: {_quote(shown)}", record))
+                    f"value {j} is not a number: {quote(shown)}", record))
                 return None
         return out
 
@@ -580,16 +492,16 @@ class RecordDecoder:
             finite = np.isfinite(row)
             if not finite.all():
                 j = int(np.flatnonzero(~finite)[0])
-                rejections.append(_reject(
+                rejections.append(reject(
                     RejectReason.NON_FINITE,
-                    f"value {j} is {float(row[j])!r} (not finite) in {_quote(good[i].value)}",
+                    f"value {j} is {float(row[j])!r} (not finite) in {quote(good[i].value)}",
                     good[i]))
             else:
                 j = int(np.argmax(absx[i]))
-                rejections.append(_reject(
+                rejections.append(reject(
                     RejectReason.MAGNITUDE,
                     f"value {j} = {float(row[j])!r} exceeds max_abs_value="
-                    f"{self.max_abs_value:g} in {_quote(good[i].value)}", good[i]))
+                    f"{self.max_abs_value:g} in {quote(good[i].value)}", good[i]))
         keep = np.flatnonzero(ok)
         kept_ids = [ids[i] for i in keep]
         kept_records = [good[i] for i in keep]

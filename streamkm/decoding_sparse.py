@@ -23,17 +23,23 @@ import json
 from itertools import chain
 from typing import Any
 
+import msgspec
 import numpy as np
 
+from streamkm._rejection import (
+    Rejection,
+    RejectReason,
+    json_object,
+    json_record_id,
+    quote,
+    reject,
+    text_of,
+    typed_json_decoder,
+)
+from streamkm._sparse import is_sparse
 from streamkm.sources import RawRecord
 
-__all__ = ["decode_sparse_json", "stack_batch_rows", "is_sparse_rows"]
-
-
-def is_sparse_rows(x: Any) -> bool:
-    """True for a scipy sparse matrix (the batch of a sparse format)."""
-    return hasattr(x, "tocsr") and not isinstance(x, np.ndarray)
-
+__all__ = ["decode_sparse_json", "stack_batch_rows"]
 
 def stack_batch_rows(chunks: list[Any], dim: int, dtype: Any) -> Any:
     """Concatenate decoded chunks: dense arrays with numpy, CSR chunks into one CSR matrix.
@@ -42,7 +48,7 @@ def stack_batch_rows(chunks: list[Any], dim: int, dtype: Any) -> Any:
     """
     if not chunks:
         return np.empty((0, dim), dtype=dtype)
-    if is_sparse_rows(chunks[0]):
+    if is_sparse(chunks[0]):
         import scipy.sparse as sp
 
         return sp.vstack(chunks, format="csr").astype(dtype, copy=False)
@@ -75,17 +81,11 @@ def decode_sparse_json(decoder: Any, records: list[RawRecord], rejections: list[
     ids : list of str
     accepted : list of RawRecord
     """
-    from streamkm.decoding import (
-        Rejection,
-        RejectReason,
-        _json_object,
-        _json_record_id,
-        _quote,
-        _reject,
-    )
 
     loads = json.JSONDecoder().decode
     id_field, idx_field, val_field = decoder.id_field, decoder.indices_field, decoder.values_field
+    typed = typed_json_decoder(id_field, (("indices", idx_field, list[int]),
+                                          ("values", val_field, list[float]))).decode
     index_rows: list[list[Any]] = []
     value_rows: list[list[Any]] = []
     ids: list[str] = []
@@ -93,36 +93,44 @@ def decode_sparse_json(decoder: Any, records: list[RawRecord], rejections: list[
     suspicious = False
     for record in records:
         value = record.value
-        obj = _json_object(record, loads)
-        if isinstance(obj, Rejection):
-            rejections.append(obj)
-            continue
-        missing = [f for f in (idx_field, val_field) if f not in obj]
-        if missing:
-            rejections.append(_reject(RejectReason.MISSING_FIELD,
-                                      f"field {missing[0]!r} missing in {_quote(value)}", record))
-            continue
-        indices, values = obj[idx_field], obj[val_field]
-        not_list = [(f, v) for f, v in ((idx_field, indices), (val_field, values))
-                    if type(v) is not list]
-        if not_list:
-            field, bad = not_list[0]
-            rejections.append(_reject(
-                RejectReason.UNPARSEABLE,
-                f"field {field!r} must be a list, got {_quote(json.dumps(bad))}", record))
-            continue
+        try:
+            # msgspec skips unknown fields without checking their UTF-8: such records take
+            # the slow path, which refuses them as ``encoding``.
+            fast = typed(value if value.isascii() or text_of(value) is not None else b"")
+        except msgspec.DecodeError:
+            obj = json_object(record, loads)
+            if isinstance(obj, Rejection):
+                rejections.append(obj)
+                continue
+            missing = [f for f in (idx_field, val_field) if f not in obj]
+            if missing:
+                rejections.append(reject(RejectReason.MISSING_FIELD,
+                                         f"field {missing[0]!r} missing in {quote(value)}",
+                                         record))
+                continue
+            indices, values, raw_id = obj[idx_field], obj[val_field], obj.get(id_field)
+            not_list = [(f, v) for f, v in ((idx_field, indices), (val_field, values))
+                        if type(v) is not list]
+            if not_list:
+                field, bad = not_list[0]
+                rejections.append(reject(
+                    RejectReason.UNPARSEABLE,
+                    f"field {field!r} must be a list, got {quote(json.dumps(bad))}", record))
+                continue
+            if not suspicious and (b"true" in value or b"false" in value):
+                suspicious = True
+        else:
+            indices, values, raw_id = fast.indices, fast.values, fast.id
         if len(indices) != len(values):
-            rejections.append(_reject(
+            rejections.append(reject(
                 RejectReason.LENGTH_MISMATCH,
                 f"{idx_field!r} has {len(indices)} entries but {val_field!r} has "
-                f"{len(values)}: {_quote(value)}", record))
+                f"{len(values)}: {quote(value)}", record))
             continue
-        rid = _json_record_id(obj, id_field, record)
+        rid = json_record_id(raw_id, id_field, record)
         if isinstance(rid, Rejection):
             rejections.append(rid)
             continue
-        if not suspicious and (b"true" in value or b"false" in value):
-            suspicious = True
         index_rows.append(indices)
         value_rows.append(values)
         ids.append(rid)
@@ -146,34 +154,32 @@ def _flat(rows: list[list[Any]], kinds: str) -> np.ndarray | None:
 def _row_types_ok(decoder: Any, indices: list[Any], values: list[Any], record: RawRecord,
                   rejections: list[Any]) -> bool:
     """Strict per-element check of one row (the slow path that names the culprit)."""
-    from streamkm.decoding import RejectReason, _quote, _reject
-
     for j, v in enumerate(indices):
         if type(v) is not int:
-            rejections.append(_reject(
+            rejections.append(reject(
                 RejectReason.UNPARSEABLE,
-                f"{decoder.indices_field!r}[{j}] is not an integer: {_quote(json.dumps(v))}",
+                f"{decoder.indices_field!r}[{j}] is not an integer: {quote(json.dumps(v))}",
                 record))
             return False
         if not 0 <= v < decoder.dim:
-            rejections.append(_reject(
+            rejections.append(reject(
                 RejectReason.INDEX_OUT_OF_RANGE,
-                f"index {_quote(str(v))} at position {j} is outside [0, {decoder.dim})",
+                f"index {quote(str(v))} at position {j} is outside [0, {decoder.dim})",
                 record))
             return False
     for j, v in enumerate(values):
         if type(v) not in (int, float):
-            rejections.append(_reject(
+            rejections.append(reject(
                 RejectReason.UNPARSEABLE,
-                f"{decoder.values_field!r}[{j}] is not a number: {_quote(json.dumps(v))}",
+                f"{decoder.values_field!r}[{j}] is not a number: {quote(json.dumps(v))}",
                 record))
             return False
         try:
             float(v)
         except OverflowError:
-            rejections.append(_reject(
+            rejections.append(reject(
                 RejectReason.MAGNITUDE,
-                f"{decoder.values_field!r}[{j}] = {_quote(str(v))} exceeds "
+                f"{decoder.values_field!r}[{j}] = {quote(str(v))} exceeds "
                 f"max_abs_value={decoder.max_abs_value:g}", record))
             return False
     return True
@@ -182,8 +188,6 @@ def _row_types_ok(decoder: Any, indices: list[Any], values: list[Any], record: R
 def _rows_to_csr(decoder: Any, index_rows: list[list[Any]], value_rows: list[list[Any]],
                  ids: list[str], good: list[RawRecord], rejections: list[Any], *,
                  strict: bool) -> tuple[Any, list[str], list[RawRecord]]:
-    from streamkm.decoding import RejectReason, _quote, _reject
-
     dim, dtype = decoder.dim, decoder.dtype
     if not good:
         return _empty_csr(dim, dtype), ids, good
@@ -226,7 +230,7 @@ def _rows_to_csr(decoder: Any, index_rows: list[list[Any]], value_rows: list[lis
                 first_bad[row] = int(pos)
         for row, pos in first_bad.items():
             j = pos - int(starts[row])
-            quoted = _quote(good[row].value)
+            quoted = quote(good[row].value)
             if reason is RejectReason.INDEX_OUT_OF_RANGE:
                 detail = (f"index {int(idx[pos])} at position {j} is outside [0, {dim}) "
                           f"in {quoted}")
@@ -239,7 +243,7 @@ def _rows_to_csr(decoder: Any, index_rows: list[list[Any]], value_rows: list[lis
             else:
                 detail = (f"value {j} = {float(vals[pos])!r} exceeds max_abs_value="
                           f"{decoder.max_abs_value:g} in {quoted}")
-            rejections.append(_reject(reason, detail, good[row]))
+            rejections.append(reject(reason, detail, good[row]))
             bad[row] = True
     import scipy.sparse as sp
 

@@ -7,9 +7,13 @@ the builtin exception a caller would naturally catch (``ValueError`` for bad val
 
 from __future__ import annotations
 
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+from sklearn.utils._param_validation import InvalidParameterError as _SklearnParameterError
+
 __all__ = [
     "StreamkmError",
     "ValidationError",
+    "InputTypeError",
     "ParameterError",
     "NotFittedError",
     "StateError",
@@ -17,6 +21,7 @@ __all__ = [
     "CheckpointError",
     "DecodeError",
     "SinkError",
+    "TransportError",
 ]
 
 
@@ -28,12 +33,24 @@ class ValidationError(StreamkmError, ValueError):
     """Input data is not acceptable (not 2-D, not finite, wrong feature count, ...)."""
 
 
-class ParameterError(StreamkmError, ValueError):
-    """A constructor or function parameter has a bad value."""
+class InputTypeError(ValidationError, TypeError):
+    """Input data of a type that cannot be used at all (e.g. sparse where dense is needed,
+    objects that are not numbers); also a ``TypeError``, as in scikit-learn."""
 
 
-class NotFittedError(StreamkmError, AttributeError):
-    """The estimator is used before it was fitted."""
+class ParameterError(StreamkmError, _SklearnParameterError):
+    """A constructor or function parameter has a bad value.
+
+    Also scikit-learn's ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``),
+    so scikit-learn tools recognise it.
+    """
+
+
+class NotFittedError(StreamkmError, _SklearnNotFittedError):
+    """The estimator is used before it was fitted.
+
+    Also scikit-learn's ``NotFittedError`` (an ``AttributeError`` and a ``ValueError``).
+    """
 
 
 class StateError(StreamkmError, ValueError):
@@ -55,3 +72,8 @@ class DecodeError(StreamkmError, ValueError):
 class SinkError(StreamkmError, OSError):
     """A sink could not make its entries durable (e.g. the Kafka broker is unreachable);
     the checkpoint that needed them is not written and is retried."""
+
+
+class TransportError(StreamkmError, OSError):
+    """A message transport (the Kafka broker of scale-out mode) did not take or deliver a
+    message; connectors translate their client library's errors into it. Retried."""

@@ -12,9 +12,13 @@ the model step so readers can de-duplicate.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink"]
+__all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink",
+           "SinkSet"]
 
 
 @runtime_checkable
@@ -87,3 +91,63 @@ class DeadLetterSink(Sink, Protocol):
                           position: dict[str, Any]) -> None:
         """Quarantine one raw record with why it was rejected and where it came from."""
         ...
+
+
+@dataclass
+class SinkSet:
+    """The three sinks of a process (assignments and events may be disabled) and the one
+    place that dispatches entries to them.
+
+    A sinks factory (see :mod:`streamkm.registry`) returns one.
+    """
+
+    assignments: AssignmentSink | None
+    events: EventSink | None
+    dead_letter: DeadLetterSink
+
+    def named(self) -> dict[str, Sink]:
+        """The enabled sinks by name (the keys of ``sink_positions`` in checkpoints)."""
+        sinks: dict[str, Sink | None] = {"assignments": self.assignments,
+                                         "events": self.events,
+                                         "dead_letter": self.dead_letter}
+        return {name: sink for name, sink in sinks.items() if sink is not None}
+
+    def write_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
+                          sq_distances: Any, step: int) -> None:
+        """One assignment per accepted record (with its raw record for sinks that want it)."""
+        sink = self.assignments
+        if isinstance(sink, RecordAssignmentSink):
+            sink.write_record_assignments(records, ids, clusters, sq_distances, step)
+        elif sink is not None:
+            sink.write_assignments(ids, clusters, sq_distances, step)
+
+    def write_event(self, event: dict[str, Any]) -> None:
+        """One lifecycle event (dropped when the events sink is disabled)."""
+        if self.events is not None:
+            self.events.write_event(event)
+
+    def write_dead_letters(self, rejections: Iterable[Any]) -> dict[str, int]:
+        """Quarantine every rejected record (a :class:`~streamkm.decoding.Rejection`);
+        returns how many were written by reason."""
+        tally: Counter[str] = Counter()
+        for rejection in rejections:
+            reason = rejection.reason.value
+            record = rejection.record
+            self.dead_letter.write_dead_letter(record.value, reason, rejection.detail,
+                                               record.position)
+            tally[reason] += 1
+        return dict(tally)
+
+    def flush(self) -> None:
+        """Hand every sink's buffered entries to its medium."""
+        for sink in self.named().values():
+            sink.flush()
+
+    def sync(self) -> dict[str, dict[str, Any]]:
+        """Make every sink durable; their positions by name (for a checkpoint)."""
+        return {name: sink.sync() for name, sink in self.named().items()}
+
+    def close(self) -> None:
+        """Close every sink."""
+        for sink in self.named().values():
+            sink.close()

@@ -21,6 +21,8 @@ from streamkm.exceptions import ParameterError
 from streamkm.sources import OVERSIZED, TRUNCATED, RawRecord
 from streamkm_connectors.file_tailer import FileTailSource
 
+pytestmark = pytest.mark.unit
+
 
 def raw(value: bytes, offset: int = 1, file: str = "in.jsonl", error: str | None = None) -> RawRecord:
     return RawRecord(value, None, {"partition": "p", "file": file, "offset": offset}, error)

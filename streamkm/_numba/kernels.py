@@ -10,34 +10,65 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from streamkm._numba.fastexp import exp_nonpositive
+from streamkm._numba.centers import segment_sums_rows
+from streamkm._numba.fastexp import fast_exp
 
 
-@njit(cache=True)
+@njit(inline="always")
+def _rbf_value(inner, xi, yj, g, two):  # pragma: no cover - compiled
+    """exp(-g * max(xi + yj - two * inner, 0)); ``g`` and ``two`` carry the precision."""
+    d = xi + yj - two * inner
+    zero = two - two
+    if d < zero:
+        d = zero
+    return fast_exp(-g * d)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def rbf_from_inner(inner, x_sq, y_sq, gamma):  # pragma: no cover - compiled
-    """Turn inner products into exp(-gamma * ||x - y||^2), in place.
+    """Turn inner products into exp(-gamma * ||x - y||^2), in place, in inner's precision.
 
     ``inner[i, j] = <x_i, y_j>``, ``x_sq``/``y_sq`` the squared row norms. Squared distances
-    below zero (rounding) are clipped to zero.
+    below zero (rounding) are clipped to zero. exp is :func:`fastexp.fast_exp` (relative
+    error bounds in that module), one vectorised loop per row.
     """
     n, m = inner.shape
     g = inner.dtype.type(gamma)
-    zero = inner.dtype.type(0.0)
     two = inner.dtype.type(2.0)
-    scratch = np.empty(m, dtype=np.int64)
     for i in range(n):
         xi = x_sq[i]
         row = inner[i]
         for j in range(m):
-            d = xi + y_sq[j] - two * row[j]
-            if d < zero:
-                d = zero
-            row[j] = -g * d
-        exp_nonpositive(row, scratch)
+            row[j] = _rbf_value(row[j], xi, y_sq[j], g, two)
     return inner
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def rbf_segment_sums(inner, x_sq, y_sq, gamma, lo, hi, weights, out):  # pragma: no cover
+    """:func:`rbf_from_inner` fused with the engine's segment sums.
+
+    Turns ``inner`` into rbf values in place and adds
+    ``sum_{lo[s] <= c < hi[s]} weights[c] * K[x, c]`` to ``out[x, s]`` (float64), four rows
+    at a time while they are still in cache: what
+    :func:`streamkm._numba.centers.segment_inner_products` does on the finished block.
+    (The sums live in their own function: they need reassociation to vectorise, which the
+    exp's rounding trick must not get.)
+    """
+    n, m = inner.shape
+    g = inner.dtype.type(gamma)
+    two = inner.dtype.type(2.0)
+    for first in range(0, n, 4):
+        last = min(n, first + 4)
+        for i in range(first, last):
+            xi = x_sq[i]
+            row = inner[i]
+            for j in range(m):
+                row[j] = _rbf_value(row[j], xi, y_sq[j], g, two)
+        segment_sums_rows(inner, first, last, lo, hi, weights, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
 def polynomial_from_inner(inner, gamma, coef0, degree):  # pragma: no cover - compiled
     """Turn inner products into (gamma * <x, y> + coef0) ** degree, in place."""
     n, m = inner.shape
@@ -49,7 +80,7 @@ def polynomial_from_inner(inner, gamma, coef0, degree):  # pragma: no cover - co
     return inner
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cosine_from_inner(inner, x_inv_norm, y_inv_norm):  # pragma: no cover - compiled
     """Turn inner products into cosine similarities, in place.
 
@@ -63,18 +94,17 @@ def cosine_from_inner(inner, x_inv_norm, y_inv_norm):  # pragma: no cover - comp
     return inner
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def laplacian_block(x, y, gamma, out):  # pragma: no cover - compiled
     """out[i, j] = exp(-gamma * ||x_i - y_j||_1)."""
     n, d = x.shape
     m = y.shape[0]
-    scratch = np.empty(m, dtype=np.int64)
+    g = out.dtype.type(gamma)
     for i in range(n):
         row = out[i]
         for j in range(m):
             acc = 0.0
             for f in range(d):
                 acc += abs(x[i, f] - y[j, f])
-            row[j] = -gamma * acc
-        exp_nonpositive(row, scratch)
+            row[j] = fast_exp(-g * out.dtype.type(acc))
     return out

@@ -3,27 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-
-from streamkm._numba.lloyd import assign_from_inner
-from streamkm._validation import (
-    check_array,
-    check_choice,
-    check_float,
-    check_int,
-    check_random_state,
+from sklearn.base import (
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
 )
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from streamkm._estimator import KERNEL_CONSTRAINTS, RANDOM_STATE_CONSTRAINT, StreamkmEstimator
+from streamkm._numba.lloyd import assign_from_inner
+from streamkm._validation import check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, row_chunks
 from streamkm.batch.seeding import d2_sampling, farthest_first
 from streamkm.exceptions import ParameterError
-from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
+from streamkm.kernels import KernelSpec, build_kernel
 
 __all__ = ["KernelKMeans", "kernel_lloyd", "KernelLloydResult"]
 
 INIT_METHODS = ("k-means++", "farthest", "random")
-_GAMMA_KERNELS = ("rbf", "laplacian", "polynomial")
 # Above this fraction of changed labels, recomputing K @ H is cheaper than updating it.
 _FULL_UPDATE_FRACTION = 0.25
 
@@ -205,7 +207,8 @@ def kernel_lloyd(
     )
 
 
-class KernelKMeans:
+class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
+                   StreamkmEstimator):
     """Exact full-batch kernel k-means.
 
     Minimises the mean squared distance, in the feature space of a kernel
@@ -219,10 +222,14 @@ class KernelKMeans:
     ----------
     n_clusters : int
         Number of clusters k.
-    kernel : {"rbf", "laplacian", "polynomial", "cosine", "linear"}
-        See :class:`streamkm.kernels.KernelSpec`.
-    gamma : float or None
-        Kernel width; None uses :func:`streamkm.kernels.median_heuristic_gamma` on X.
+    kernel : str
+        A registered kernel (:func:`streamkm.kernels.kernel_names`); graph kernels (knn,
+        heat) are fitted on X.
+    gamma : float, "auto", "median" or None
+        Kernel width (rbf, laplacian, polynomial); a rule is resolved on X by
+        :func:`streamkm.kernels.resolve_gamma` (None means "auto").
+    kernel_params : dict or None
+        Kernel options (see :class:`streamkm.cluster.MiniBatchKernelKMeans`).
     degree : int
         Polynomial degree.
     coef0 : float
@@ -254,21 +261,44 @@ class KernelKMeans:
     center_sq_norms_ : numpy.ndarray of shape (n_clusters,), float64
         <C_j, C_j> of each cluster mean.
     X_fit_ : numpy.ndarray of shape (n_samples, n_features)
-        The training rows (the centers are their cluster means in feature space).
+        The training rows as the kernel uses them (``kernel_.prepare``; the input rows
+        except for graph kernels). The centers are their cluster means in feature space.
     n_features_in_ : int
 
     Notes
     -----
     Empty clusters: a cluster that loses all its rows takes the row farthest from its own
     center (from a cluster with at least two rows), so every cluster stays non-empty.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.batch import KernelKMeans
+    >>> angles = np.linspace(0, 2 * np.pi, 40, endpoint=False)
+    >>> circle = np.column_stack([np.cos(angles), np.sin(angles)])
+    >>> X = np.vstack([0.2 * circle, 3 * circle])  # two nested rings
+    >>> model = KernelKMeans(2, gamma=2.0, random_state=0).fit(X)
+    >>> len(set(model.labels_[:40])), len(set(model.labels_[40:]))
+    (1, 1)
+    >>> model.predict([[0.0, 0.1], [0.0, 3.1]]).tolist() == [model.labels_[0], model.labels_[40]]
+    True
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        **KERNEL_CONSTRAINTS,
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "init": [StrOptions(set(INIT_METHODS)), "array-like"],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
 
     def __init__(
         self,
         n_clusters: int = 8,
         *,
         kernel: str = "rbf",
-        gamma: float | None = None,
+        gamma: float | str | None = None,
         degree: int = 3,
         coef0: float = 1.0,
         n_init: int = 10,
@@ -276,6 +306,7 @@ class KernelKMeans:
         tol: float = 0.0,
         init: str | np.ndarray = "k-means++",
         random_state: int | np.random.Generator | None = None,
+        kernel_params: dict[str, Any] | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -287,20 +318,15 @@ class KernelKMeans:
         self.tol = tol
         self.init = init
         self.random_state = random_state
+        self.kernel_params = kernel_params
 
     def _kernel_spec(self, x: np.ndarray, rng: np.random.Generator) -> KernelSpec:
-        kernel = check_choice(self.kernel, "kernel", KERNELS)
-        if kernel not in _GAMMA_KERNELS:
-            gamma = None
-        elif self.gamma is None:
-            gamma = median_heuristic_gamma(x, kernel, rng)
-        else:
-            gamma = check_float(self.gamma, "gamma", low=0.0, low_inclusive=False)
-        return KernelSpec(kernel, gamma, self.degree, self.coef0)
+        return build_kernel(self.kernel, self.gamma, sample=x, rng=rng,
+                            n_clusters=int(self.n_clusters), degree=self.degree,
+                            coef0=self.coef0, kernel_params=self.kernel_params)
 
     def _init_indices(self, k: int, n: int) -> np.ndarray | None:
         if isinstance(self.init, str):
-            check_choice(self.init, "init", INIT_METHODS)
             return None
         seeds = np.asarray(self.init)
         if (
@@ -331,6 +357,7 @@ class KernelKMeans:
             return farthest_first(n, k, sq_dist_to, rng)[0]
         return d2_sampling(n, k, sq_dist_to, rng)
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> KernelKMeans:
         """Compute the kernel k-means clustering of X.
 
@@ -343,15 +370,15 @@ class KernelKMeans:
         -------
         self
         """
-        x = check_array(X)
+        x = self._validate_X(X, reset=True)
         n = x.shape[0]
         k = check_n_clusters(self.n_clusters, n)
-        n_init = check_int(self.n_init, "n_init", low=1)
-        max_iter = check_int(self.max_iter, "max_iter", low=1)
-        tol = check_float(self.tol, "tol", low=0.0)
+        n_init, max_iter, tol = int(self.n_init), int(self.max_iter), float(self.tol)
         fixed_seeds = self._init_indices(k, n)
         rng = check_random_state(self.random_state)
         spec = self._kernel_spec(x, rng)
+        n_features = x.shape[1]
+        x = spec.prepare(x)
         kernel_matrix = spec.block(x, x)
         diag = np.diagonal(kernel_matrix).astype(np.float64)
         best: KernelLloydResult | None = None
@@ -371,14 +398,17 @@ class KernelKMeans:
         self.kernel_ = spec
         self.gamma_ = spec.gamma
         self.X_fit_ = x
-        self.n_features_in_ = x.shape[1]
         return self
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.cluster_sizes_.shape[0]
 
     def _sq_distances(self, X: Any) -> np.ndarray:
         """Squared feature-space distances (n_rows, k) of new rows to the fitted means."""
         check_is_fitted(self, "labels_")
-        x = check_array(X, n_features=self.n_features_in_)
-        x = np.ascontiguousarray(x, dtype=self.X_fit_.dtype)
+        x = np.ascontiguousarray(self._validate_X(X, reset=False), dtype=self.X_fit_.dtype)
+        x = self.kernel_.prepare(x)
         k = self.cluster_sizes_.shape[0]
         one_hot = _one_hot(self.labels_, k, self.X_fit_.dtype)
         out = np.empty((x.shape[0], k), dtype=np.float64)
@@ -398,10 +428,6 @@ class KernelKMeans:
         numpy.ndarray of shape (n_samples,), int64
         """
         return np.argmin(self._sq_distances(X), axis=1).astype(np.int64)
-
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit on X and return ``labels_``."""
-        return self.fit(X).labels_
 
     def transform(self, X: Any) -> np.ndarray:
         """Feature-space distances of the rows of X to the fitted cluster means,

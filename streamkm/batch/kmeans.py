@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-
-from streamkm._numba.lloyd import assign_from_inner, cluster_sums, sq_dist_to_assigned
-from streamkm._validation import (
-    check_array,
-    check_choice,
-    check_float,
-    check_int,
-    check_random_state,
+from sklearn.base import (
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
 )
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from streamkm._estimator import (
+    RANDOM_STATE_CONSTRAINT,
+    PreservesFloat32Mixin,
+    StreamkmEstimator,
+)
+from streamkm._numba.lloyd import assign_from_inner, cluster_sums, sq_dist_to_assigned
+from streamkm._validation import check_array, check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, mean_feature_variance
 from streamkm.batch.seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
 from streamkm.exceptions import ParameterError
@@ -167,7 +174,8 @@ def lloyd(
     return LloydResult(centers=centers, labels=labels, inertia=float(sq.sum()), n_iter=n_iter)
 
 
-class KMeans:
+class KMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+             TransformerMixin, StreamkmEstimator):
     """k-means clustering by Lloyd's algorithm.
 
     Minimises the sum of squared Euclidean distances of the rows to their nearest center.
@@ -211,7 +219,29 @@ class KMeans:
     A cluster that becomes empty is given the row farthest from its current center, taken
     from a cluster with at least two rows. When X has fewer distinct rows than n_clusters,
     tied rows go to the first of the equal centers and some clusters stay empty in ``labels_``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.batch import KMeans
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [10.0, 0.0], [10.0, 1.0]])
+    >>> km = KMeans(2, random_state=0).fit(X)
+    >>> km.labels_[0] == km.labels_[1] != km.labels_[2] == km.labels_[3]
+    np.True_
+    >>> km.inertia_
+    1.0
+    >>> sorted(km.cluster_centers_.tolist())
+    [[0.0, 0.5], [10.0, 0.5]]
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions(set(INIT_METHODS)), "array-like"],
+        "n_init": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
 
     def __init__(
         self,
@@ -230,19 +260,16 @@ class KMeans:
         self.tol = tol
         self.random_state = random_state
 
-    def _check_params(self, x: np.ndarray) -> tuple[int, int, int, float]:
-        k = check_n_clusters(self.n_clusters, x.shape[0])
-        if isinstance(self.init, str):
-            check_choice(self.init, "init", INIT_METHODS)
+    def _resolved_n_init(self) -> int:
+        if not isinstance(self.init, str):
+            return 1
         if self.n_init == "auto":
-            n_init = 1 if not isinstance(self.init, str) or self.init == "k-means++" else 10
-        else:
-            n_init = check_int(self.n_init, "n_init", low=1)
-            if not isinstance(self.init, str):
-                n_init = 1
-        max_iter = check_int(self.max_iter, "max_iter", low=1)
-        tol = check_float(self.tol, "tol", low=0.0)
-        return k, n_init, max_iter, tol
+            return 1 if self.init == "k-means++" else 10
+        return int(self.n_init)
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.cluster_centers_.shape[0]
 
     def _initial_centers(self, x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
         if not isinstance(self.init, str):
@@ -262,6 +289,7 @@ class KMeans:
             idx = d2_sampling(x.shape[0], k, euclidean_sq_dist_to(x), rng)
         return x[idx]
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> KMeans:
         """Compute the k-means clustering of X.
 
@@ -274,10 +302,11 @@ class KMeans:
         -------
         self
         """
-        x = check_array(X)
-        k, n_init, max_iter, tol = self._check_params(x)
+        x = self._validate_X(X, reset=True)
+        k = check_n_clusters(self.n_clusters, x.shape[0])
+        n_init, max_iter = self._resolved_n_init(), int(self.max_iter)
         rng = check_random_state(self.random_state)
-        tol_abs = tol * mean_feature_variance(x)
+        tol_abs = float(self.tol) * mean_feature_variance(x)
         x_sq = np.einsum("ij,ij->i", x, x)
         best: LloydResult | None = None
         for _ in range(n_init):
@@ -291,22 +320,17 @@ class KMeans:
         self.labels_ = best.labels
         self.inertia_ = best.inertia
         self.n_iter_ = best.n_iter
-        self.n_features_in_ = x.shape[1]
         return self
 
     def _check_input(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "cluster_centers_")
-        x = check_array(X, n_features=self.n_features_in_)
+        x = self._validate_X(X, reset=False)
         return np.ascontiguousarray(x, dtype=self.cluster_centers_.dtype)
 
     def predict(self, X: Any) -> np.ndarray:
         """Index of the nearest fitted center of each row of X (int64, shape (n_samples,))."""
         labels, _ = assign_nearest(self._check_input(X), self.cluster_centers_)
         return labels
-
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit on X and return ``labels_``."""
-        return self.fit(X).labels_
 
     def transform(self, X: Any) -> np.ndarray:
         """Euclidean distances of the rows of X to every center, shape (n_samples, n_clusters),

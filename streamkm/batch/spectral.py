@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from sklearn.base import ClusterMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._validation import (
-    check_array,
-    check_choice,
-    check_float,
-    check_int,
-    check_random_state,
-)
+from streamkm._estimator import RANDOM_STATE_CONSTRAINT, StreamkmEstimator
+from streamkm._validation import check_int, check_random_state
 from streamkm.batch._common import check_n_clusters, row_chunks
-from streamkm.batch._randomized_svd import top_right_singular_vectors
+from streamkm._randomized_svd import top_right_singular_vectors
 from streamkm.batch.kmeans import KMeans
 from streamkm.exceptions import ValidationError
 from streamkm.kernels import KernelSpec, median_heuristic_gamma
@@ -92,7 +90,7 @@ def normalized_cut_bisection(w: np.ndarray) -> tuple[float, np.ndarray]:
     return float(ncut[best]), side
 
 
-class SpectralClustering:
+class SpectralClustering(ClusterMixin, StreamkmEstimator):
     """Spectral clustering (Foundations of Data Science, clustering chapter).
 
     Two modes:
@@ -145,7 +143,32 @@ class SpectralClustering:
         Laplacian mode.
     split_ncuts_ : list of float
         Laplacian mode: normalised cut of each split, in the order performed.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.batch import SpectralClustering
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 0.2, (20, 3)), rng.normal(5, 0.2, (20, 3))])
+    >>> labels = SpectralClustering(2, random_state=0).fit_predict(X)
+    >>> len(set(labels[:20])), len(set(labels[20:])), bool(labels[0] != labels[-1])
+    (1, 1, True)
+    >>> model = SpectralClustering(2, mode="laplacian", random_state=0).fit(X)
+    >>> bool((model.labels_ == labels).all() or (model.labels_ != labels).all())
+    True
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "mode": [StrOptions(set(MODES))],
+        "affinity": [StrOptions(set(AFFINITIES))],
+        "gamma": [Interval(Real, 0, None, closed="neither"), None],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "svd_solver": [StrOptions(set(SVD_SOLVERS))],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
 
     def __init__(
         self,
@@ -168,6 +191,12 @@ class SpectralClustering:
         self.n_init = n_init
         self.random_state = random_state
 
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.mode == "laplacian" and self.affinity == "precomputed"
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> SpectralClustering:
         """Cluster the rows of X (or the vertices of the affinity X).
 
@@ -180,24 +209,17 @@ class SpectralClustering:
         -------
         self
         """
-        mode = check_choice(self.mode, "mode", MODES)
-        x = check_array(X)
+        x = self._validate_X(X, reset=True)
         k = check_n_clusters(self.n_clusters, x.shape[0])
         rng = check_random_state(self.random_state)
-        if mode == "svd":
+        if self.mode == "svd":
             self._fit_svd(x, k, rng)
         else:
             self._fit_laplacian(x, k, rng)
-        self.n_features_in_ = x.shape[1]
         return self
 
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit on X and return ``labels_``."""
-        return self.fit(X).labels_
-
     def _fit_svd(self, x: np.ndarray, k: int, rng: np.random.Generator) -> None:
-        solver = check_choice(self.svd_solver, "svd_solver", SVD_SOLVERS)
-        n_init = check_int(self.n_init, "n_init", low=1)
+        solver, n_init = self.svd_solver, int(self.n_init)
         r = min(k, *x.shape)
         randomized = solver == "randomized" or (
             solver == "auto" and min(x.shape) > _FULL_SVD_MAX_DIM
@@ -210,7 +232,7 @@ class SpectralClustering:
         self.labels_ = km.labels_
 
     def _affinity(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        affinity = check_choice(self.affinity, "affinity", AFFINITIES)
+        affinity = self.affinity
         if affinity == "precomputed":
             n = x.shape[0]
             if x.shape != (n, n):
@@ -233,7 +255,7 @@ class SpectralClustering:
         if self.gamma is None:
             gamma = median_heuristic_gamma(x, "rbf", rng)
         else:
-            gamma = check_float(self.gamma, "gamma", low=0.0, low_inclusive=False)
+            gamma = float(self.gamma)
         return rbf_affinity(x, gamma)
 
     def _fit_laplacian(self, x: np.ndarray, k: int, rng: np.random.Generator) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Any
 
 import numpy as np
+from sklearn.base import ClusterMixin, _fit_context
+from sklearn.utils._param_validation import Interval
 
+from streamkm._estimator import StreamkmEstimator
 from streamkm._numba.ward import half_sq_distances, ward_nn_chain
-from streamkm._validation import check_array
 from streamkm.batch._common import check_is_fitted, check_n_clusters
 
 __all__ = ["ward_cost", "WardAgglomerative"]
@@ -84,7 +87,7 @@ def _cut(children: np.ndarray, n: int, n_clusters: int) -> np.ndarray:
     return rank[labels].astype(np.int64)
 
 
-class WardAgglomerative:
+class WardAgglomerative(ClusterMixin, StreamkmEstimator):
     """Agglomerative clustering with Ward's criterion.
 
     Starts from singletons and repeatedly merges the two clusters whose union increases the
@@ -110,11 +113,26 @@ class WardAgglomerative:
         The tree in scipy's linkage format: children, height sqrt(2 * cost) (scipy's Ward
         distance), size of the new cluster.
     n_features_in_ : int
+
+    Examples
+    --------
+    >>> from streamkm.batch import WardAgglomerative
+    >>> X = [[0.0], [0.2], [5.0], [5.3], [20.0]]
+    >>> model = WardAgglomerative(3).fit(X)
+    >>> model.labels_.tolist()
+    [0, 0, 1, 1, 2]
+    >>> model.labels_at(2).tolist()
+    [0, 0, 0, 0, 1]
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(self, n_clusters: int = 2) -> None:
         self.n_clusters = n_clusters
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> WardAgglomerative:
         """Build the Ward merge tree of X and cut it at ``n_clusters``.
 
@@ -127,7 +145,7 @@ class WardAgglomerative:
         -------
         self
         """
-        x = check_array(X)
+        x = self._validate_X(X, reset=True)
         n = x.shape[0]
         k = check_n_clusters(self.n_clusters, n)
         if n == 1:
@@ -145,7 +163,6 @@ class WardAgglomerative:
         self.linkage_ = np.column_stack(
             [children.astype(np.float64), np.sqrt(2.0 * np.maximum(costs, 0.0)), sizes]
         )
-        self.n_features_in_ = x.shape[1]
         self._n_samples = n
         self.labels_ = _cut(children, n, k)
         return self
@@ -156,6 +173,3 @@ class WardAgglomerative:
         k = check_n_clusters(n_clusters, self._n_samples)
         return _cut(self.children_, self._n_samples, k)
 
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit on X and return ``labels_``."""
-        return self.fit(X).labels_

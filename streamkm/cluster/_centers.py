@@ -1,7 +1,7 @@
 """Center stores of the mini-batch engine.
 
 ``SupportCenters`` represents each center as a truncated convex combination of stored rows
-in the kernel's feature space (DESIGN.md §2); ``ExplicitCenters`` keeps explicit centroid
+in the kernel's feature space; ``ExplicitCenters`` keeps explicit centroid
 vectors for the linear kernel (the fast path). Both apply the same update rule
 C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j) and report the batch objective before and after.
 """
@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamkm._numba import centers as _nc
-from streamkm.cluster._raw_rows import (
+from streamkm._numba import kernels as _nk
+from streamkm._threads import row_chunks, run_row_chunks, step_threads
+from streamkm._raw_rows import (
     RawRows,
     cluster_means,
     raw_from_arrays,
@@ -50,6 +52,35 @@ class _Segment:
     tags: np.ndarray
     gram: np.ndarray
     raw: RawRows | None
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of range(starts[j], ends[j]) over j, as int64."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    before = np.cumsum(lengths) - lengths
+    return (np.arange(total, dtype=np.int64)
+            + np.repeat(np.asarray(starts, dtype=np.int64) - before, lengths))
+
+
+def _block_segment_sums(kernel: KernelSpec, x: np.ndarray, x_sq: np.ndarray, y: np.ndarray,
+                        y_sq: np.ndarray, lo: np.ndarray, hi: np.ndarray, weights: np.ndarray,
+                        out: np.ndarray) -> np.ndarray:
+    """The kernel block K(x, y), adding its weighted segment sums to ``out`` (see
+    :func:`streamkm._numba.centers.segment_inner_products`).
+
+    rbf (the default kernel) sums while each row is still in cache; other kernels sum over
+    the finished block.
+    """
+    if kernel.name == "rbf" and x.shape[0] and y.shape[0]:
+        block = x @ y.T
+        _nk.rbf_segment_sums(block, x_sq, y_sq, float(kernel.gamma), lo, hi, weights, out)
+        return block
+    block = kernel.block(x, y, x_sq=x_sq, y_sq=y_sq)
+    _nc.segment_inner_products(block, lo, hi, weights, out)
+    return block
 
 
 def sq_norms(x: np.ndarray) -> np.ndarray:
@@ -106,7 +137,11 @@ class SupportCenters:
     cached, so CC_j = <C_j, C_j> = w^T G_j w costs no kernel evaluation.
 
     Truncation keeps, per center, the newest batches whose row counts sum to at most ``tau``
-    (the newest batch always stays) and renormalises the weights to sum 1.
+    and renormalises the weights to sum 1. The newest batch always stays, subsampled to
+    ``tau`` rows when larger (:meth:`_newest_rows`), so a center updated at least once holds
+    at most ``tau`` rows: the store holds at most k * tau rows (d values each, plus the raw
+    row when kept) and k * tau^2 Gram values; a step's transient workspace is bounded in
+    docs/engine.md ("Memory bound").
     """
 
     def __init__(
@@ -189,10 +224,118 @@ class SupportCenters:
         inner = self.inner_products(x, x_sq)
         return _nc.sq_distances_from_inner(diag, inner, self.center_sq_norms, inner)
 
+    def _groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Batch groups (runs of one tag inside a segment): first rows, ends, owning
+        center, and each center's first group (k + 1 entries)."""
+        n = self.rows.shape[0]
+        starts = np.zeros(n, dtype=bool)
+        starts[self.offsets[:-1]] = True
+        starts[1:] |= self.tags[1:] != self.tags[:-1]
+        group_lo = np.flatnonzero(starts)
+        group_hi = np.append(group_lo[1:], n)
+        owner = np.searchsorted(self.offsets[1:], group_lo, side="right")
+        center_groups = np.searchsorted(group_lo, self.offsets)
+        return group_lo, group_hi, owner, center_groups
+
+    def _recycled(self, key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A buffer for the next ``key`` array ("rows", "grams"): the one this store filled
+        two steps ago when it is large enough, else a new one.
+
+        Large fresh allocations come from the OS page by page (every page zeroed on first
+        touch); alternating between two buffers this store allocated itself avoids that.
+        Arrays handed out (``to_arrays``) are copies, so no caller sees a buffer reused.
+        """
+        spares = self.__dict__.setdefault("_spares", {})
+        owned = self.__dict__.setdefault("_owned", {})
+        spare = spares.pop(key, None)
+        if (spare is None or spare.dtype != dtype or spare.shape[1:] != shape[1:]
+                or spare.shape[0] < shape[0]):
+            spare = np.empty((shape[0] + shape[0] // 8,) + tuple(shape[1:]), dtype=dtype)
+        if key in owned:
+            spares[key] = owned[key]
+        owned[key] = spare
+        return spare[:shape[0]]
+
+    def _release_buffers(self) -> None:
+        """Forget the recycled buffers (the arrays now come from elsewhere)."""
+        self.__dict__.pop("_spares", None)
+        self.__dict__.pop("_owned", None)
+
+    def _gram_buffer(self) -> tuple[np.ndarray, np.ndarray]:
+        """All Gram matrices as one row-major buffer and each one's start (k + 1 entries).
+
+        ``grams`` are views into this buffer after a step; when one was replaced (split,
+        merge, restore) the buffer is rebuilt.
+        """
+        flat = getattr(self, "_gram_flat", None)
+        owner = None if flat is None else (flat if flat.base is None else flat.base)
+        if flat is None or len(self.grams) != self.n_clusters or any(
+                g.base is not owner for g in self.grams):
+            sizes = np.array([g.shape[0] for g in self.grams], dtype=np.int64)
+            self._gram_start = np.concatenate([[0], np.cumsum(sizes ** 2)]).astype(np.int64)
+            flat = np.empty(int(self._gram_start[-1]), dtype=self.dtype)
+            for g, a in zip(self.grams, self._gram_start[:-1]):
+                flat[a:a + g.size] = g.ravel()
+            self._set_grams(flat, self._gram_start, sizes)
+        return self._gram_flat, self._gram_start
+
+    def _set_grams(self, flat: np.ndarray, start: np.ndarray, sizes: np.ndarray) -> None:
+        self._gram_flat = flat
+        self._gram_start = start
+        self.grams = [flat[a:a + n * n].reshape(n, n) for a, n in zip(start[:-1], sizes)]
+
+    def _newest_rows(self, labels: np.ndarray, row_counts: np.ndarray,
+                     sample_weight: np.ndarray | None, rng: np.random.Generator | None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The batch rows each center keeps as its newest support, and their shares.
+
+        Returns ``members`` (batch row indices grouped by center, batch order inside),
+        ``new_start`` (k + 1 offsets into ``members``) and ``share`` (per member, summing
+        to 1 per center: the member's part of the center's batch mean cm(B_j)).
+
+        A center given at most ``tau`` rows keeps them all, share w_i / W_j (w_i the row's
+        weight, 1 without ``sample_weight``; W_j their sum): the exact batch mean. A center
+        given more keeps a subsample drawn by systematic sampling on a random order of its
+        rows: ``tau`` points spaced W_j / tau apart with a uniform random start over the
+        cumulated weights; row i is hit h_i times, E[h_i] = tau w_i / W_j, and gets share
+        h_i / tau. So the kept part is an unbiased estimate of cm(B_j) with at most ``tau``
+        rows (without weights: a uniform sample of exactly ``tau`` rows without
+        replacement, share 1 / tau each).
+        """
+        b = labels.shape[0]
+        k = row_counts.shape[0]
+        w = np.ones(b) if sample_weight is None else sample_weight
+        order = np.argsort(labels, kind="stable")
+        totals = np.bincount(labels, weights=w, minlength=k)
+        share = w / totals[labels]
+        over = row_counts > self.tau
+        if not over.any():
+            return order, np.concatenate([[0], np.cumsum(row_counts)]), share[order]
+        gen = rng if rng is not None else np.random.default_rng(self.next_tag)
+        shuffled = np.lexsort((gen.random(b), labels))
+        lab = labels[shuffled]
+        cum = np.cumsum(w[shuffled])
+        first = np.concatenate([[0], np.cumsum(row_counts)])[:-1]
+        before_cluster = np.where(first > 0, cum[np.maximum(first - 1, 0)], 0.0)
+        end = cum - before_cluster[lab]
+        begin = end - w[shuffled]
+        start = gen.random(k)[lab]
+        scale = self.tau / totals[lab]
+        hits = (np.clip(np.ceil(end * scale - start), 0, self.tau)
+                - np.clip(np.ceil(begin * scale - start), 0, self.tau))
+        hit_totals = np.bincount(lab, weights=hits, minlength=k)
+        sampled = over[lab]
+        share[shuffled[sampled]] = hits[sampled] / hit_totals[lab[sampled]]
+        keep = np.ones(b, dtype=bool)
+        keep[shuffled[sampled]] = hits[sampled] > 0
+        members = order[keep[order]]
+        new_counts = np.bincount(labels[members], minlength=k)
+        return members, np.concatenate([[0], np.cumsum(new_counts)]), share[members]
+
     def step(
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
         counts: np.ndarray, update: bool, raw: RawRows | None = None,
-        sample_weight: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None, rng: np.random.Generator | None = None,
     ) -> StepOutcome:
         """Assign the batch; if ``update``, move the centers toward its cluster means.
 
@@ -201,119 +344,133 @@ class SupportCenters:
         records. Learning rates use the weighted b_j and b, a center's batch part is the
         weighted mean of its rows (row weight alpha_j w_i / b_j), truncation counts rows,
         and ``batch_counts`` are the weighted (exact integer) counts.
-        Kernel work: K(B, S) against the current supports, and when updating K(B, B) with
-        the batch's columns ordered by cluster, so every center's new support is a
-        contiguous range of columns in one of the two blocks.
+
+        A center given more than ``tau`` rows keeps an unbiased subsample of at most ``tau``
+        of them as its newest support (see :meth:`_newest_rows`, drawn with ``rng``; by
+        default a generator seeded with the batch tag); the learning rate, the counts and
+        both objectives still use every row. So supports never exceed ``tau`` rows per
+        center once updated, and a step's kernel work is K(B, S) plus K(B, N) for the kept
+        new rows N (at most min(b, k tau)): linear in b.
+
+        The batch is processed in row chunks (:mod:`streamkm._threads`): each chunk's
+        kernel block is reduced to per-batch partial sums and to the row's values against
+        its own center right away, so no (b x support) block outlives its chunk.
         """
         b = x.shape[0]
         k = self.n_clusters
-        k_old = self.kernel.block(x, self.rows, x_sq=x_sq, y_sq=self.row_sq_norms)
         lo, hi = self.offsets[:-1], self.offsets[1:]
-        # Partial sums per batch group (a run of one tag inside a segment): the centers
-        # before the update and their truncated old parts after it are sums of groups.
-        starts_group = np.zeros(self.rows.shape[0], dtype=bool)
-        starts_group[lo] = True
-        starts_group[1:] |= self.tags[1:] != self.tags[:-1]
-        group_lo = np.flatnonzero(starts_group).astype(np.int64)
-        group_hi = np.concatenate([group_lo[1:], [self.rows.shape[0]]]).astype(np.int64)
-        group_owner = np.searchsorted(hi, group_lo, side="right")
+        group_lo, group_hi, owner, center_groups = self._groups()
         group_sums = np.zeros((b, group_lo.shape[0]))
-        _nc.segment_inner_products(k_old, group_lo, group_hi, self.weights, group_sums)
-        membership = np.zeros((group_lo.shape[0], k))
-        membership[np.arange(group_lo.shape[0]), group_owner] = 1.0
-        inner = group_sums @ membership
-        labels, mind, before = _assign(diag, inner, self.center_sq_norms, x.dtype)
-        row_counts = np.bincount(labels, minlength=k).astype(np.int64)
-        batch_counts = row_counts
-        weighted_b = b
-        if sample_weight is not None:
-            batch_counts = _weighted_counts(labels, k, sample_weight)
-            weighted_b = int(batch_counts.sum())
-            before = _weighted_mean(mind, sample_weight)
-        if not update:
-            return StepOutcome(labels, mind, batch_counts, before, None)
+        inner = np.empty((b, k))
+        labels = np.empty(b, dtype=np.int64)
+        mind = np.empty(b, dtype=x.dtype)
+        own_old = np.empty((b, int((hi - lo).max())), dtype=x.dtype) if update else None
+        with step_threads() as threads:
+            chunks = row_chunks(b, self.rows.shape[0], threads)
+            totals = np.zeros(len(chunks))
+            ones = np.ones(group_lo.shape[0])
 
-        order = np.argsort(labels, kind="stable")
-        x_sorted = x[order]
-        k_new = self.kernel.block(x, x_sorted, x_sq=x_sq, y_sq=x_sq[order])
-        starts = np.concatenate([[0], np.cumsum(row_counts)]).astype(np.int64)
-        alpha = learning_rates(learning_rate, batch_counts, weighted_b, counts)
-        keep_from = lo.copy()
-        old_weights = self.weights.copy()  # indexed by column of k_old
-        old_scale = np.ones(k)
-        new_weights = np.zeros(b)  # indexed by column of k_new
-        tag = self.next_tag
-        grams = list(self.grams)
-        rows, row_sq, tags, weights, raws = [], [], [], [], []
-        for j in range(k):
-            bj = int(row_counts[j])
-            if bj:
-                keep_from[j] = lo[j] + self._truncation_start(self.tags[lo[j]:hi[j]], bj)
-                kept = slice(keep_from[j], hi[j])
-                new = slice(starts[j], starts[j + 1])
-                total = (1.0 - alpha[j]) * self.weights[kept].sum() + alpha[j]
-                old_scale[j] = (1.0 - alpha[j]) / total
-                old_weights[kept] *= old_scale[j]
-                members = order[new]
-                if sample_weight is None:
-                    new_weights[new] = alpha[j] / bj / total
-                else:
-                    new_weights[new] = (alpha[j] / float(batch_counts[j]) / total
-                                        * sample_weight[members])
-                k_new_old = k_old[members, kept]
-                g_old = self.grams[j][keep_from[j] - lo[j]:, keep_from[j] - lo[j]:]
-                grams[j] = np.ascontiguousarray(
-                    np.block([[g_old, k_new_old.T], [k_new_old, k_new[members, new]]])
-                )
-                rows += [self.rows[kept], x_sorted[new]]
-                row_sq += [self.row_sq_norms[kept], x_sq[members]]
-                tags += [self.tags[kept], np.full(bj, tag, dtype=np.int64)]
-                weights += [old_weights[kept], new_weights[new]]
-                if self.raw is not None:
-                    raws += [self.raw[kept], raw[members]]
-            else:
-                rows.append(self.rows[lo[j]:hi[j]])
-                row_sq.append(self.row_sq_norms[lo[j]:hi[j]])
-                tags.append(self.tags[lo[j]:hi[j]])
-                weights.append(self.weights[lo[j]:hi[j]])
-                if self.raw is not None:
-                    raws.append(self.raw[lo[j]:hi[j]])
+            def assign(index: int, a: int, e: int) -> None:
+                kb = _block_segment_sums(self.kernel, x[a:e], x_sq[a:e], self.rows,
+                                         self.row_sq_norms, group_lo, group_hi, self.weights,
+                                         group_sums[a:e])
+                _nc.sum_groups_per_center(group_sums[a:e], ones, center_groups, inner[a:e])
+                totals[index] = _nc.nearest_center(diag[a:e], inner[a:e], self.center_sq_norms,
+                                                   labels[a:e], mind[a:e])
+                if own_old is not None:
+                    _nc.copy_own_segment(kb, labels[a:e], lo, hi, own_old[a:e])
 
-        # Old part of each center after the update: its kept groups, rescaled.
-        kept_groups = np.flatnonzero(group_lo >= keep_from[group_owner])
-        coeff = np.zeros((group_lo.shape[0], k))
-        coeff[kept_groups, group_owner[kept_groups]] = old_scale[group_owner[kept_groups]]
-        inner = group_sums @ coeff
-        _nc.segment_inner_products(k_new, starts[:-1], starts[1:], new_weights, inner)
-        self.rows = np.ascontiguousarray(np.concatenate(rows))
-        self.row_sq_norms = np.concatenate(row_sq)
-        self.tags = np.concatenate(tags)
-        self.weights = np.concatenate(weights)
+            run_row_chunks(assign, chunks, threads)
+            before = float(totals.sum()) / b
+            row_counts = np.bincount(labels, minlength=k).astype(np.int64)
+            batch_counts = row_counts
+            weighted_b = b
+            if sample_weight is not None:
+                batch_counts = _weighted_counts(labels, k, sample_weight)
+                weighted_b = int(batch_counts.sum())
+                before = _weighted_mean(mind, sample_weight)
+            if not update:
+                return StepOutcome(labels, mind, batch_counts, before, None)
+            return self._update(x, x_sq, diag, raw, labels, mind, row_counts, batch_counts,
+                                before, learning_rates(learning_rate, batch_counts, weighted_b,
+                                                       counts),
+                                sample_weight, rng, group_lo, group_sums, owner,
+                                center_groups, own_old, threads)
+
+    def _update(self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, raw: RawRows | None,
+                labels: np.ndarray, mind: np.ndarray, row_counts: np.ndarray,
+                batch_counts: np.ndarray, before: float, alpha: np.ndarray,
+                sample_weight: np.ndarray | None, rng: np.random.Generator | None,
+                group_lo: np.ndarray, group_sums: np.ndarray, owner: np.ndarray,
+                center_groups: np.ndarray, own_old: np.ndarray, threads: int) -> StepOutcome:
+        """Second half of :meth:`step`: move the centers, truncate, rebuild the Gram
+        matrices, and evaluate the batch objective under the new centers."""
+        b = x.shape[0]
+        k = self.n_clusters
+        lo, hi = self.offsets[:-1], self.offsets[1:]
+        members, new_start, share = self._newest_rows(labels, row_counts, sample_weight, rng)
+        n_new = np.diff(new_start)
+        keep_from = _nc.truncation_starts(group_lo, center_groups, lo, hi, n_new, self.tau)
+        cum_w = np.concatenate([[0.0], np.cumsum(self.weights)])
+        moved = n_new > 0
+        total = (1.0 - alpha) * (cum_w[hi] - cum_w[keep_from]) + alpha
+        old_scale = np.where(moved, (1.0 - alpha) / np.where(moved, total, 1.0), 1.0)
+        member_labels = labels[members]
+        new_weights = (alpha / np.where(moved, total, 1.0))[member_labels] * share
+        group_scale = np.where(group_lo >= keep_from[owner], old_scale[owner], 0.0)
+
+        x_new = np.ascontiguousarray(x[members])
+        new_sq = x_sq[members]
+        new_lo, new_hi = new_start[:-1], new_start[1:]
+        inner = np.zeros((b, k))
+        own_new = np.empty((b, max(int(n_new.max()), 1)), dtype=x.dtype)
+
+        def evaluate(index: int, a: int, e: int) -> None:
+            _nc.sum_groups_per_center(group_sums[a:e], group_scale, center_groups, inner[a:e])
+            kn = _block_segment_sums(self.kernel, x[a:e], x_sq[a:e], x_new, new_sq, new_lo,
+                                     new_hi, new_weights, inner[a:e])
+            _nc.copy_own_segment(kn, labels[a:e], new_lo, new_hi, own_new[a:e])
+
+        run_row_chunks(evaluate, row_chunks(b, members.shape[0], threads), threads)
+
+        kept = hi - keep_from
+        sizes = kept + n_new
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        src_old = _ranges(keep_from, hi)
+        dst_old = _ranges(offsets[:-1], offsets[:-1] + kept)
+        dst_new = _ranges(offsets[:-1] + kept, offsets[1:])
+        n_rows = int(offsets[-1])
+        weights = np.empty(n_rows)
+        weights[dst_old] = self.weights[src_old] * np.repeat(old_scale, kept)
+        weights[dst_new] = new_weights
+        gram_start = np.concatenate([[0], np.cumsum(sizes ** 2)]).astype(np.int64)
+        old_flat, old_start = self._gram_buffer()
+        gram_flat = self._recycled("grams", (int(gram_start[-1]),), self.dtype)
+        cc = self.center_sq_norms.copy()
+        _nc.assemble_grams(old_flat, old_start, lo, hi, keep_from, new_start, members,
+                           own_old, own_new, weights, gram_start, gram_flat, cc)
+
+        source = np.empty(n_rows, dtype=np.int64)  # into old rows, then new rows
+        source[dst_old] = src_old
+        source[dst_new] = self.rows.shape[0] + np.arange(members.shape[0])
+        rows = _nc.combine_rows(self.rows, x_new, source,
+                                self._recycled("rows", (n_rows, x.shape[1]), x.dtype))
+        row_sq = np.concatenate([self.row_sq_norms, new_sq])[source]
+        tags = np.full(n_rows, self.next_tag, dtype=np.int64)
+        tags[dst_old] = self.tags[src_old]
         if self.raw is not None:
-            self.raw = stack_rows(raws)
-        sizes = (hi - keep_from) + row_counts
-        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.grams = grams
-        self.center_sq_norms = np.array(
-            [float(w @ (g @ w)) for w, g in zip(self._segments(self.weights), grams)]
-        )
-        self.next_tag = tag + 1
-        _, mind_after, after = _assign(diag, inner, self.center_sq_norms, x.dtype)
+            self.raw = stack_rows([self.raw, raw[members]])[source]
+        self.rows, self.row_sq_norms, self.tags, self.weights = rows, row_sq, tags, weights
+        self.offsets = offsets
+        self._set_grams(gram_flat, gram_start, sizes)
+        self.center_sq_norms = cc
+        self.next_tag += 1
+        mind_after = np.empty(b, dtype=x.dtype)
+        after = float(_nc.nearest_center(diag, inner, cc, np.empty(b, dtype=np.int64),
+                                         mind_after)) / b
         if sample_weight is not None:
             after = _weighted_mean(mind_after, sample_weight)
         return StepOutcome(labels, mind, batch_counts, before, after)
-
-    def _truncation_start(self, tags: np.ndarray, n_new: int) -> int:
-        """Index of the first old row to keep so that old kept rows + n_new <= tau."""
-        budget = self.tau - n_new
-        if budget <= 0 or tags.shape[0] == 0:
-            return tags.shape[0]
-        # Rows are oldest batch first: walk batches from the newest while they fit.
-        boundaries = np.flatnonzero(np.diff(tags)) + 1
-        starts = np.concatenate([[0], boundaries])
-        sizes_from_end = tags.shape[0] - starts  # rows kept if we start at each batch start
-        fitting = starts[sizes_from_end <= budget]
-        return int(fitting[0]) if fitting.shape[0] else tags.shape[0]
 
     # ------------------------------------------------------------------ structure (drift)
     def _segment(self, j: int) -> _Segment:
@@ -332,6 +489,7 @@ class SupportCenters:
                         raw)
 
     def _assemble(self, segments: list[_Segment]) -> None:
+        self._release_buffers()
         self.rows = np.ascontiguousarray(np.concatenate([s.rows for s in segments]))
         self.row_sq_norms = np.concatenate([s.sq_norms for s in segments])
         self.weights = np.concatenate([s.weights for s in segments]).astype(np.float64)
@@ -415,6 +573,7 @@ class SupportCenters:
 
         Weights and batch tags stay; norms, Gram matrices and <C_j, C_j> are recomputed.
         """
+        self._release_buffers()
         self.rows = np.ascontiguousarray(rows)
         self.row_sq_norms = sq_norms(self.rows)
         self.grams = [
@@ -431,7 +590,7 @@ class SupportCenters:
         raw = {} if self.raw is None else raw_to_arrays(self.raw, "support_raw")
         return {
             **raw,
-            "support_rows": self.rows,
+            "support_rows": self.rows.copy(),  # a copy: the store reuses its buffers
             "support_sq_norms": self.row_sq_norms,
             "support_weights": self.weights,
             "support_tags": self.tags,
@@ -503,10 +662,11 @@ class ExplicitCenters:
     def step(
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
         counts: np.ndarray, update: bool, raw: RawRows | None = None,
-        sample_weight: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None, rng: np.random.Generator | None = None,
     ) -> StepOutcome:
         """Assign the batch; if ``update``, move the centroids toward its cluster means
-        (weighted means with ``sample_weight``, see :meth:`SupportCenters.step`)."""
+        (weighted means with ``sample_weight``, see :meth:`SupportCenters.step`; ``rng``
+        is unused: explicit centroids keep no support rows to subsample)."""
         b = x.shape[0]
         k = self.n_clusters
         labels, mind, before = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)

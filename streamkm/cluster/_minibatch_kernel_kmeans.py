@@ -1,30 +1,40 @@
-"""Truncated mini-batch kernel k-means (seed 002; DESIGN.md §2)."""
+"""Truncated mini-batch kernel k-means (after Jourdan and Schwartzman, docs/references.md)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-
-from streamkm._estimator import ParamsMixin
-from streamkm._validation import (
-    check_array,
-    check_choice,
-    check_float,
-    check_int,
-    check_random_state,
+from sklearn.base import (
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
 )
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from streamkm._estimator import (
+    KERNEL_CONSTRAINTS,
+    RANDOM_STATE_CONSTRAINT,
+    PreservesFloat32Mixin,
+    StreamkmEstimator,
+    same_param_value,
+)
+from streamkm._validation import check_array, check_random_state
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._monitor import ConvergenceMonitor
-from streamkm.cluster._raw_rows import RawRows
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
+from streamkm._raw_rows import RawRows
+from streamkm._rng_state import rng_from_json_state, rng_state_to_json
+from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
-from streamkm.kernels import KERNELS, KernelSpec, median_heuristic_gamma
+from streamkm.kernels import KernelSpec, build_kernel
+from streamkm.model import StepReport
 from streamkm.state_io import read_npz, write_npz_atomic
 
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
@@ -32,51 +42,14 @@ __all__ = ["MiniBatchKernelKMeans", "StepReport"]
 STATE_FORMAT = "streamkm.MiniBatchKernelKMeans"
 STATE_VERSION = 1
 _BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in transform / predict
+#: Parameters a fitted model is built from: changing one between ``partial_fit`` / ``step``
+#: calls raises (refit or clone instead). The others take effect as documented in the class.
+FROZEN_AFTER_FIT = ("n_clusters", "kernel", "gamma", "kernel_params", "degree", "coef0", "tau", "tol",
+                    "patience", "wake_margin", "smoothing", "drift")
 
 
-@dataclass(frozen=True)
-class StepReport:
-    """The outcome of one mini-batch step (:meth:`MiniBatchKernelKMeans.step`).
-
-    Attributes
-    ----------
-    labels : ndarray of shape (n,), int64
-        Cluster of each row, assigned with the centers before the update.
-    sq_distances : ndarray of shape (n,)
-        Squared kernel distance of each row to its cluster's center before the update.
-    objective : float
-        Batch objective f_B(C_i): mean of ``sq_distances``.
-    improvement : float or None
-        f_B(C_i) - f_B(C_{i+1}) on the same batch; None when the centers did not move.
-    updated : bool
-        Whether the centers moved (False while converged: assign only).
-    event : {"converged", "woke"} or None
-        A monitor transition caused by this batch.
-    step : int
-        ``n_steps_`` after this batch.
-    cluster_ids : ndarray of shape (n,), int64
-        Stable id of each row's cluster (``cluster_ids_[labels]`` as it was when the batch
-        was assigned). Unlike ``labels`` (positions, which shift when clusters are split or
-        merged) stable ids never change meaning and are never reused: this is what to
-        write downstream. Without drift handling the ids equal the labels.
-    events : tuple of dict
-        Lifecycle events of this step, in order: the monitor transition (``converged`` or
-        ``woke``), then drift events (``split``, ``merge``). Each is a JSON-able dict with
-        at least ``"event"`` and ``"step"`` (see ``docs/drift.md`` for the fields).
-    """
-
-    labels: np.ndarray
-    sq_distances: np.ndarray
-    objective: float
-    improvement: float | None
-    updated: bool
-    event: str | None
-    step: int
-    cluster_ids: np.ndarray | None = None
-    events: tuple[dict[str, Any], ...] = ()
-
-
-class MiniBatchKernelKMeans(ParamsMixin):
+class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+                            TransformerMixin, StreamkmEstimator):
     """Mini-batch kernel k-means with sliding-window truncated centers.
 
     Each center is a convex combination of recent data rows in the kernel's feature space
@@ -90,12 +63,22 @@ class MiniBatchKernelKMeans(ParamsMixin):
     ----------
     n_clusters : int
         Number of clusters k.
-    kernel : {"rbf", "laplacian", "polynomial", "cosine", "linear"}, default="rbf"
-        The kernel K(x, y) (see :class:`streamkm.kernels.KernelSpec`).
-    gamma : float, optional
-        Kernel coefficient. Default: for rbf 1 / median squared pairwise distance of the
-        initialisation sample, for laplacian 1 / median L1 distance, for polynomial
-        1 / n_features. Resolved value in ``gamma_``.
+    kernel : str, default="rbf"
+        A registered kernel (:func:`streamkm.kernels.kernel_names`): "rbf", "laplacian",
+        "polynomial", "cosine", "linear", or seed 002's graph kernels "knn" and "heat"
+        (fitted on landmark rows: all of X in :meth:`fit`, the initialisation sample in
+        streaming; see ``docs/kernels.md``).
+    gamma : float, "auto", "median" or "eigengap", default="auto"
+        Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
+        initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
+        median heuristic (polynomial: 1 / n_features), ``"eigengap"`` picks among widths
+        median * 2^j by the eigengap of the normalised kernel matrix, ``"auto"`` is the rule
+        that measured best (currently the median heuristic; docs/kernels.md). None means
+        ``"auto"``. Resolved value in ``gamma_`` (kept in the state). For non-convex
+        clusters no width suffices: use ``kernel="heat"``.
+    kernel_params : dict, optional
+        Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``
+        and ``dense_limit`` (heat).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0
@@ -103,16 +86,21 @@ class MiniBatchKernelKMeans(ParamsMixin):
     batch_size : int, default=1024
         Rows per mini-batch in :meth:`fit` and in the initial warm-up.
     tau : int, default=200
-        Maximum support rows per center kept from past batches (the newest batch is always
-        kept, even when larger).
+        Maximum support rows per center. A center given more than ``tau`` rows of one batch
+        keeps an unbiased random subsample of ``tau`` of them (its learning rate, counts and
+        objectives still use all). Memory: at most k * tau support rows and k * tau^2 Gram
+        values (docs/engine.md gives the step's workspace).
     learning_rate : {"sqrt", "count"}, default="sqrt"
         ``"sqrt"``: alpha_j = sqrt(b_j / b) (the paper's rate, does not decay);
         ``"count"``: alpha_j = b_j / (v_j + b_j), v_j the rows seen by center j.
-    tol : float, default=0.02
-        A step whose relative batch improvement is below ``tol`` counts as small.
-    patience : int, default=5
+    tol : float, default=0.005
+        A step counts as small when the smoothed (EWMA) batch objective makes no new
+        minimum by this relative margin (rule and evidence: ``streamkm.cluster._monitor``
+        and docs/benchmarks.md).
+    patience : int, default=10
         Small steps in a row after which the model is converged: :meth:`fit` stops;
-        streaming updates become assign-only until the objective rises (see ``wake_margin``).
+        streaming updates become assign-only until the objective rises (see ``wake_margin``;
+        after a quick re-wake the model learns at least a doubling dwell time first).
     max_iter : int, default=300
         Maximum number of steps of :meth:`fit`.
     init : {"k-means++", "farthest"}, default="k-means++"
@@ -145,7 +133,20 @@ class MiniBatchKernelKMeans(ParamsMixin):
 
     Attributes
     ----------
+    labels_ : ndarray of shape (n_samples,), int64
+        After :meth:`fit`: the cluster of each row of the fitted X (``predict(X)`` with the
+        final centers). After :meth:`partial_fit`: the clusters of the rows of the latest
+        batch, assigned with the centers as they were *before* that batch's update (what
+        the stream was told when the batch arrived). Not part of the saved state.
+    inertia_ : float
+        Sum of the squared kernel distances of those same rows to their centers (weighted
+        by ``sample_weight`` in :meth:`partial_fit`). Not part of the saved state.
+    n_iter_ : int
+        Mini-batch steps run by the latest :meth:`fit` (set by :meth:`fit` only).
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,), str
+        Column names of the first fitted X when it was a DataFrame with string column
+        names; later input must have the same names (as in scikit-learn).
     n_steps_ : int
         Steps taken (each batch is one step, assign-only or not).
     converged_ : bool
@@ -168,21 +169,68 @@ class MiniBatchKernelKMeans(ParamsMixin):
         ``cluster_ids_[predict(X)]`` are stable ids). ``arange(n_clusters)`` without drift.
     n_splits_ / n_merges_ : int
         Drift splits and merges so far (0 without drift handling).
+
+    Notes
+    -----
+    Changing parameters between :meth:`partial_fit` (or :meth:`step`) calls with
+    ``set_params``: ``learning_rate`` takes effect at the next step; ``batch_size``,
+    ``max_iter``, ``init``, ``n_init``, ``init_size``, ``n_warmup`` and ``random_state``
+    only matter when the model starts (:meth:`fit`, or the first :meth:`partial_fit`) and
+    are ignored until then. The parameters the fitted state is built from
+    (``n_clusters``, ``kernel``, ``gamma``, ``degree``, ``coef0``, ``tau``, ``tol``,
+    ``patience``, ``wake_margin``, ``smoothing``, ``drift``) cannot change: the next
+    :meth:`partial_fit` raises :class:`~streamkm.ParameterError` naming the parameter;
+    :meth:`fit` (or ``sklearn.base.clone``) starts over with the new values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm import MiniBatchKernelKMeans
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 0.3, (100, 2)), rng.normal(4, 0.3, (100, 2))])
+    >>> model = MiniBatchKernelKMeans(2, batch_size=64, n_init=1, random_state=0).fit(X)
+    >>> sorted(np.bincount(model.labels_).tolist())
+    [100, 100]
+    >>> bool(model.predict([[0.1, -0.2]])[0] != model.predict([[4.2, 3.9]])[0])
+    True
+    >>> stream = MiniBatchKernelKMeans(2, random_state=0)
+    >>> for batch in np.array_split(rng.permutation(X), 4):
+    ...     stream = stream.partial_fit(batch)
+    >>> stream.n_steps_, stream.labels_.shape
+    (4, (50,))
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        **KERNEL_CONSTRAINTS,
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "tau": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [StrOptions({"sqrt", "count"})],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "patience": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"k-means++", "farthest"})],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "init_size": [Interval(Integral, 1, None, closed="left"), None],
+        "n_warmup": [Interval(Integral, 0, None, closed="left")],
+        "wake_margin": [Interval(Real, 0, None, closed="left")],
+        "smoothing": [Interval(Real, 0, 1, closed="right")],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+        "drift": ["boolean", dict, DriftPolicy, None],
+    }
 
     def __init__(
         self,
         n_clusters: int = 8,
         *,
         kernel: str = "rbf",
-        gamma: float | None = None,
+        gamma: float | str | None = "auto",
         degree: int = 3,
         coef0: float = 1.0,
         batch_size: int = 1024,
         tau: int = 200,
         learning_rate: str = "sqrt",
-        tol: float = 0.02,
-        patience: int = 5,
+        tol: float = 0.005,
+        patience: int = 10,
         max_iter: int = 300,
         init: str = "k-means++",
         n_init: int = 3,
@@ -192,6 +240,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         smoothing: float = 0.2,
         random_state: int | np.random.Generator | None = None,
         drift: Any = None,
+        kernel_params: dict[str, Any] | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -212,39 +261,49 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.smoothing = smoothing
         self.random_state = random_state
         self.drift = drift
+        self.kernel_params = kernel_params
 
     # ------------------------------------------------------------------ parameters
-    def _validate_params(self) -> None:
-        check_int(self.n_clusters, "n_clusters", low=1)
-        check_choice(self.kernel, "kernel", KERNELS)
-        if self.gamma is not None:
-            check_float(self.gamma, "gamma", low=0.0, low_inclusive=False)
-        check_int(self.degree, "degree", low=1)
-        check_float(self.coef0, "coef0")
-        check_int(self.batch_size, "batch_size", low=1)
-        check_int(self.tau, "tau", low=1)
-        check_choice(self.learning_rate, "learning_rate", ("sqrt", "count"))
-        check_float(self.tol, "tol", low=0.0)
-        check_int(self.patience, "patience", low=1)
-        check_int(self.max_iter, "max_iter", low=1)
-        check_choice(self.init, "init", ("k-means++", "farthest"))
-        check_int(self.n_init, "n_init", low=1)
-        if self.init_size is not None:
-            check_int(self.init_size, "init_size", low=1)
-        check_int(self.n_warmup, "n_warmup", low=0)
-        check_float(self.wake_margin, "wake_margin", low=0.0)
-        check_float(self.smoothing, "smoothing", low=0.0, high=1.0, low_inclusive=False)
+    def _check_param_relations(self) -> None:
         policy = self._drift_policy()
         if policy is not None:
             policy.check_against(int(self.n_clusters))
 
-    def _drift_policy(self) -> Any:
-        from streamkm.drift.policy import DriftPolicy
+    def _check_frozen_params(self) -> None:
+        """Refuse a change, since the model started, of a parameter its state is built from."""
+        for name, fitted in self._fitted_params.items():
+            now = getattr(self, name)
+            if not same_param_value(now, fitted):
+                raise ParameterError(
+                    f"{name} was changed from {fitted!r} to {now!r} after fitting; "
+                    f"{type(self).__name__} cannot change {name} while it learns: call fit "
+                    f"(or clone the estimator) to start over with the new value"
+                )
 
+    def _remember_frozen_params(self) -> None:
+        self._fitted_params = {name: getattr(self, name) for name in FROZEN_AFTER_FIT}
+
+    def _drift_policy(self) -> Any:
         return DriftPolicy.from_param(self.drift)
 
     def _is_fitted(self) -> bool:
         return hasattr(self, "_centers")
+
+    def is_fitted(self) -> bool:
+        """Whether the model has centers (a first batch or ``fit`` initialised it)."""
+        return self._is_fitted()
+
+    def state_parts(self) -> dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]:
+        """The fitted state by checkpoint namespace: ``{"model": self.get_state()}``."""
+        return {"model": self.get_state()}
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self._is_fitted()
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_clusters_
+
 
     def _check_fitted(self) -> None:
         if not self._is_fitted():
@@ -258,7 +317,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
             self.__dict__.pop(name, None)
 
     def _initialize(self, sample: np.ndarray, rng: np.random.Generator,
-                    raw_sample: RawRows | None = None) -> None:
+                    raw_sample: RawRows | None = None,
+                    landmarks: np.ndarray | None = None) -> None:
         k = self.n_clusters
         if sample.shape[0] < k:
             raise ValidationError(
@@ -267,11 +327,12 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self._rng = rng
         self.n_features_in_ = sample.shape[1]
         self._dtype = sample.dtype
-        gamma = self.gamma
-        if gamma is None and self.kernel in ("rbf", "laplacian", "polynomial"):
-            gamma = median_heuristic_gamma(sample, self.kernel, rng)
-        self.gamma_ = None if self.kernel in ("cosine", "linear") else float(gamma)
-        self._kernel_spec = KernelSpec(self.kernel, self.gamma_, self.degree, float(self.coef0))
+        self._kernel_spec = build_kernel(
+            self.kernel, self.gamma, sample=sample, rng=rng, n_clusters=k, degree=self.degree,
+            coef0=float(self.coef0), kernel_params=self.kernel_params, landmarks=landmarks,
+        )
+        self.gamma_ = self._kernel_spec.gamma
+        sample = self._kernel_spec.prepare(sample)
 
         kmat = self._kernel_spec.block(sample, sample)
         diag = self._kernel_spec.diagonal(sample)
@@ -282,7 +343,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
             candidate = warm_up(kmat, diag, seeds, max_steps=int(self.n_warmup))
             if best is None or candidate.objective < best.objective:
                 best = candidate
-        if self.kernel == "linear":
+        if self._kernel_spec.explicit_features:
             self._centers = ExplicitCenters.from_sample_weights(sample, best.weights, raw_sample)
         else:
             self._centers = SupportCenters.from_sample_weights(
@@ -297,6 +358,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         self.batch_objective_ = math.nan
         self.improvement_ = None
         self.init_objective_ = best_objective
+        self._remember_frozen_params()
         policy = self._drift_policy()
         if policy is not None:
             from streamkm.drift.controller import DriftController
@@ -308,13 +370,15 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
 
     # ------------------------------------------------------------------ learning
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> MiniBatchKernelKMeans:
         """Fit on X: mini-batches sampled with replacement until early stop or ``max_iter``.
 
-        Early stop: ``patience`` steps in a row with relative improvement below ``tol``.
+        Early stop: ``patience`` steps in a row in which the smoothed batch objective
+        makes no new minimum by the relative margin ``tol``.
+        Sets ``labels_`` and ``inertia_`` for X with the final centers and ``n_iter_``.
         """
-        self._validate_params()
-        x = check_array(X)
+        x = self._validate_X(X, reset=True)
         self._reset()
         rng = check_random_state(self.random_state)
         n = x.shape[0]
@@ -324,13 +388,19 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
         init_size = min(n, self.init_size or 3 * self.batch_size)
         init_rows = np.sort(rng.choice(n, size=init_size, replace=False))
-        self._initialize(np.ascontiguousarray(x[init_rows]), rng)
+        self._initialize(np.ascontiguousarray(x[init_rows]), rng, landmarks=x)
+        x = self._kernel_spec.prepare(x)
         batch = min(self.batch_size, n)
-        for _ in range(self.max_iter):
+        n_iter = 0
+        for n_iter in range(1, self.max_iter + 1):
             rows = rng.integers(n, size=batch)
-            self.step(x[rows])
+            self._learn(x[rows], None, None)
             if self._monitor.converged:
                 break
+        self.n_iter_ = n_iter
+        sq_distances = self._chunked_distances(self._centers, x)
+        self.labels_ = np.argmin(sq_distances, axis=1).astype(np.int64)
+        self.inertia_ = float(sq_distances.min(axis=1).sum(dtype=np.float64))
         return self
 
     def partial_fit(self, X: Any, y: Any = None,
@@ -338,9 +408,15 @@ class MiniBatchKernelKMeans(ParamsMixin):
         """One mini-batch step on X (the first call initialises from X). Returns self.
 
         ``sample_weight``: optional positive integer multiplicity of each row (see
-        :meth:`step`).
+        :meth:`step`). Sets ``labels_`` / ``inertia_`` for this batch (see the class
+        attributes); which parameters may change between calls is in the class Notes.
         """
-        self.step(X, sample_weight=sample_weight)
+        report = self.step(X, sample_weight=sample_weight)
+        self.labels_ = report.labels
+        distances = report.sq_distances.astype(np.float64)
+        if sample_weight is not None:
+            distances = distances * np.asarray(sample_weight, dtype=np.float64)
+        self.inertia_ = float(distances.sum())
         return self
 
     def step(self, X: Any, *, raw: RawRows | None = None,
@@ -370,20 +446,26 @@ class MiniBatchKernelKMeans(ParamsMixin):
             raise ValidationError("sample_weight cannot be combined with raw rows (sketching)")
         if not self._is_fitted():
             self._validate_params()
-            x = check_array(X)
+            x = self._validate_X(X, reset=True)
             self._check_raw(raw, x.shape[0], first=True)
             init_size = x.shape[0] if self.init_size is None else min(x.shape[0], self.init_size)
             self._initialize(x[:init_size], check_random_state(self.random_state),
                              None if raw is None else raw[:init_size])
         else:
+            self._check_frozen_params()
             x = self._check_input(X)
             self._check_raw(raw, x.shape[0], first=False)
+        return self._learn(self._kernel_spec.prepare(x), raw, weights)
+
+    def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
+               ) -> StepReport:
+        """The step on prepared rows (:meth:`KernelSpec.prepare`)."""
         x_sq = sq_norms(x)
         diag = self._kernel_spec.diagonal(x)
         update = not self._monitor.converged
         outcome = self._centers.step(
             x, x_sq, diag, learning_rate=self.learning_rate, counts=self.counts_, update=update,
-            raw=raw, **({} if weights is None else {"sample_weight": weights}),
+            raw=raw, rng=self._rng, **({} if weights is None else {"sample_weight": weights}),
         )
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
@@ -416,7 +498,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
         return StepReport(
             labels=outcome.labels, sq_distances=outcome.min_sq_distances,
             objective=outcome.objective_before, improvement=improvement, updated=update,
-            event=event, step=self.n_steps_, cluster_ids=cluster_ids, events=tuple(events),
+            step=self.n_steps_, cluster_ids=cluster_ids, events=tuple(events),
         )
 
     def _check_raw(self, raw: RawRows | None, n: int, *, first: bool) -> None:
@@ -449,6 +531,11 @@ class MiniBatchKernelKMeans(ParamsMixin):
         monitor stay. Later batches must be sketched with the same ``transform``.
         """
         self._check_fitted()
+        if self._kernel_spec.kind.fitted:
+            raise ParameterError(
+                f"kernel {self.kernel!r} is fitted on landmark rows in the old feature space: "
+                "it cannot be re-sketched"
+            )
         if self._centers.raw is None:
             raise NotFittedError(
                 "resketch needs the raw rows: start the model with step(X, raw=...)"
@@ -460,13 +547,16 @@ class MiniBatchKernelKMeans(ParamsMixin):
             spreads_before = drift.window_spreads(self._centers, self._kernel_spec)
         self._centers.reproject(rows)
         self.n_features_in_ = int(rows.shape[1])
+        self.__dict__.pop("feature_names_in_", None)
         if drift is not None:
             drift.reproject(transform, self.n_features_in_, self._centers, self._kernel_spec,
                             spreads_before)
 
     # ------------------------------------------------------------------ inference
     def _check_input(self, X: Any) -> np.ndarray:
-        x = check_array(X, n_features=self.n_features_in_)
+        if self.__dict__.get("_rows_checked_by_fit", False):
+            return X  # rows of the X that fit has validated (names already checked)
+        x = self._validate_X(X, reset=False)
         return x if x.dtype == self._dtype else x.astype(self._dtype)
 
     def _chunked_distances(self, store: SupportCenters | ExplicitCenters, x: np.ndarray) -> np.ndarray:
@@ -481,22 +571,25 @@ class MiniBatchKernelKMeans(ParamsMixin):
             )
         return out
 
-    def transform(self, X: Any) -> np.ndarray:
-        """Squared kernel distances ||phi(x) - C_j||^2, shape (n_samples, n_clusters)."""
+    def _sq_distances(self, X: Any) -> np.ndarray:
         self._check_fitted()
-        return self._chunked_distances(self._centers, self._check_input(X))
+        x = self._kernel_spec.prepare(self._check_input(X))
+        return self._chunked_distances(self._centers, x)
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Squared kernel distances ||phi(x) - C_j||^2, shape (n_samples, n_clusters).
+
+        A DataFrame with ``set_output(transform="pandas")``.
+        """
+        return self._sq_distances(X)
 
     def predict(self, X: Any) -> np.ndarray:
         """Index of the nearest center of each row (int64)."""
-        return np.argmin(self.transform(X), axis=1).astype(np.int64)
-
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit on X, then predict X."""
-        return self.fit(X).predict(X)
+        return np.argmin(self._sq_distances(X), axis=1).astype(np.int64)
 
     def score(self, X: Any, y: Any = None) -> float:
         """Minus the mean squared kernel distance of the rows of X to their nearest center."""
-        return -float(self.transform(X).min(axis=1).mean(dtype=np.float64))
+        return -float(self._sq_distances(X).min(axis=1).mean(dtype=np.float64))
 
     @property
     def converged_(self) -> bool:
@@ -541,10 +634,11 @@ class MiniBatchKernelKMeans(ParamsMixin):
     @property
     def cluster_centers_(self) -> np.ndarray:
         self._check_fitted()
-        if self.kernel != "linear":
+        if not self._kernel_spec.explicit_features:
             raise AttributeError(
-                f"cluster_centers_ exists only for kernel='linear', not {self.kernel!r}: "
-                "kernel centers are implicit (convex combinations of support rows)"
+                f"cluster_centers_ exists only for kernels with explicit features (linear, "
+                f"heat), not {self.kernel!r}: kernel centers are implicit (convex "
+                "combinations of support rows)"
             )
         return self._centers.centers
 
@@ -563,6 +657,8 @@ class MiniBatchKernelKMeans(ParamsMixin):
         params["drift"] = None if policy is None else policy.to_dict()
         arrays = dict(self._centers.to_arrays())
         arrays["counts"] = self.counts_
+        kernel_arrays, kernel_fitted = self._kernel_spec.to_arrays()
+        arrays.update(kernel_arrays)
         meta = {
             "format": STATE_FORMAT,
             "format_version": STATE_VERSION,
@@ -571,6 +667,7 @@ class MiniBatchKernelKMeans(ParamsMixin):
             "n_features_in": int(self.n_features_in_),
             "dtype": np.dtype(self._dtype).name,
             "kernel_spec": self._kernel_spec.to_dict(),
+            "kernel_fitted": kernel_fitted,
             "gamma_": self.gamma_,
             "n_steps": int(self.n_steps_),
             "batch_objective": None if math.isnan(self.batch_objective_) else self.batch_objective_,
@@ -579,7 +676,9 @@ class MiniBatchKernelKMeans(ParamsMixin):
             "next_tag": int(getattr(self._centers, "next_tag", 0)),
             "monitor": self._monitor.to_dict(),
             "raw_n_features": getattr(self, "_raw_n_features", None),
-            "rng": _jsonable_rng_state(self._rng),
+            "rng": rng_state_to_json(self._rng),
+            "feature_names_in": (None if not hasattr(self, "feature_names_in_")
+                                 else [str(n) for n in self.feature_names_in_]),
         }
         drift = self.__dict__.get("_drift")
         if drift is not None:
@@ -602,9 +701,10 @@ class MiniBatchKernelKMeans(ParamsMixin):
             model._validate_params()
             model.n_features_in_ = int(meta["n_features_in"])
             model._dtype = np.dtype(meta["dtype"])
-            model._kernel_spec = KernelSpec.from_dict(meta["kernel_spec"])
+            model._kernel_spec = KernelSpec.from_dict(
+                meta["kernel_spec"], arrays, meta.get("kernel_fitted"))
             model.gamma_ = meta["gamma_"]
-            if model.kernel == "linear":
+            if model._kernel_spec.explicit_features:
                 model._centers = ExplicitCenters.from_arrays(arrays)
             else:
                 model._centers = SupportCenters.from_arrays(
@@ -623,7 +723,10 @@ class MiniBatchKernelKMeans(ParamsMixin):
                 float(model.smoothing),
             )
             model._monitor.load_dict(meta["monitor"])
-            model._rng = _rng_from_state(meta["rng"])
+            model._rng = rng_from_json_state(meta["rng"])
+            model._remember_frozen_params()
+            if meta.get("feature_names_in") is not None:
+                model.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
             if meta.get("drift") is not None:
                 from streamkm.drift.controller import DriftController
 
@@ -673,36 +776,3 @@ def _check_sample_weight(sample_weight: Any, n: int) -> np.ndarray:
             f"sample_weight must hold integers in [1, 2**52], got {bad!r}"
         )
     return w.astype(np.float64)
-
-
-def _jsonable_rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    state = rng.bit_generator.state
-    if state.get("bit_generator") not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
-        raise ParameterError(f"unsupported bit generator {state.get('bit_generator')!r}")
-
-    def convert(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: convert(v) for k, v in value.items()}
-        if isinstance(value, np.ndarray):
-            return {"__ndarray__": value.tolist(), "dtype": value.dtype.name}
-        if isinstance(value, np.integer):
-            return int(value)
-        return value
-
-    return convert(state)
-
-
-def _rng_from_state(state: dict[str, Any]) -> np.random.Generator:
-    def convert(value: Any) -> Any:
-        if isinstance(value, dict):
-            if "__ndarray__" in value:
-                return np.asarray(value["__ndarray__"], dtype=value["dtype"])
-            return {k: convert(v) for k, v in value.items()}
-        return value
-
-    name = state.get("bit_generator")
-    if name not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
-        raise StateError(f"unsupported bit generator {name!r} in saved state")
-    bit_generator = getattr(np.random, name)()
-    bit_generator.state = convert(state)
-    return np.random.Generator(bit_generator)

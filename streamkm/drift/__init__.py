@@ -1,9 +1,10 @@
-"""Drift handling: RTMM initial pairs, kernel bisection, drift monitors and Ward merges (seeds 001, 003)."""
+"""Drift handling: RTMM / RSCD / FRUS initial starts, kernel bisection, drift monitors and Ward merges (seeds 001, 003)."""
 
 from __future__ import annotations
 
-from streamkm.drift.bisect import BisectResult, kernel_bisect
+from streamkm.drift.bisect import SEEDINGS, BisectResult, kernel_bisect
 from streamkm.drift.controller import DriftController, SplitProposal
+from streamkm.drift.frus import feature_range, frus_centers, uniform_in_box
 from streamkm.drift.merge import MergeChoice, smallest_ward_pair, ward_cost_matrix
 from streamkm.drift.monitor import SpreadMonitor
 from streamkm.drift.policy import DriftPolicy
@@ -17,9 +18,14 @@ from streamkm.drift.rtmm import (
     serial_to_pair,
     serials_to_pairs,
 )
-from streamkm.drift.two_means import TwoMeansRuns, kernel_2means_from_pairs
+from streamkm.drift.two_means import (
+    TwoMeansRuns,
+    kernel_2means_from_labels,
+    kernel_2means_from_pairs,
+)
 
 __all__ = [
+    "SEEDINGS",
     "BisectResult",
     "DriftController",
     "DriftPolicy",
@@ -28,6 +34,9 @@ __all__ = [
     "SplitProposal",
     "SpreadMonitor",
     "TwoMeansRuns",
+    "feature_range",
+    "frus_centers",
+    "kernel_2means_from_labels",
     "kernel_2means_from_pairs",
     "kernel_bisect",
     "pair_count",
@@ -38,5 +47,6 @@ __all__ = [
     "serial_to_pair",
     "serials_to_pairs",
     "smallest_ward_pair",
+    "uniform_in_box",
     "ward_cost_matrix",
 ]

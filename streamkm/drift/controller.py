@@ -37,7 +37,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamkm.cluster._raw_rows import RawRows
+from streamkm._raw_rows import RawRows
+from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.bisect import kernel_bisect
 from streamkm.drift.merge import MergeChoice, smallest_ward_pair
 from streamkm.drift.monitor import SpreadMonitor
@@ -184,9 +185,9 @@ class DriftController:
         n = rows.shape[0]
         if n < self.policy.min_reservoir:
             return None
-        kmat = kernel.block(rows, rows).astype(np.float64)
-        result = kernel_bisect(kernel_matrix=kmat, n_pairs=self.policy.n_pairs,
-                               max_iter=self.policy.max_iter, random_state=self.rng)
+        result = kernel_bisect(rows, kernel=kernel, n_pairs=self.policy.n_pairs,
+                               max_iter=self.policy.max_iter, seeding=self.policy.seeding,
+                               random_state=self.rng)
         side = result.labels
         smaller = min(int(side.sum()), n - int(side.sum()))
         accepted = (result.sse_reduction >= self.policy.min_sse_reduction
@@ -273,8 +274,6 @@ class DriftController:
 
     def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Arrays (names start with ``drift_``) and JSON-able metadata."""
-        from streamkm.cluster._minibatch_kernel_kmeans import _jsonable_rng_state
-
         arrays = {**self.monitor.to_arrays(_PREFIX + "monitor_"),
                   **self.recent.to_arrays(_PREFIX + "recent_"),
                   _PREFIX + "cluster_ids": self.cluster_ids.copy()}
@@ -283,19 +282,17 @@ class DriftController:
                 "n_rejected": self.n_rejected, "n_merges": self.n_merges,
                 "n_observed_steps": self.n_observed_steps,
                 "n_features": self.recent.n_features, "keeps_raw": self.recent.keeps_raw,
-                "rng": _jsonable_rng_state(self.rng)}
+                "rng": rng_state_to_json(self.rng)}
         return arrays, meta
 
     @classmethod
     def from_state(cls, arrays: dict[str, Any], meta: dict[str, Any], dtype: Any
                    ) -> DriftController:
         """Rebuild a controller from :meth:`to_state` output (raises KeyError/ValueError)."""
-        from streamkm.cluster._minibatch_kernel_kmeans import _rng_from_state
-
         policy = DriftPolicy(**meta["policy"])
         ids = np.asarray(arrays[_PREFIX + "cluster_ids"], dtype=np.int64)
         ctrl = cls(policy, ids.shape[0], int(meta["k_max"]), int(meta["n_features"]), dtype,
-                   keeps_raw=bool(meta["keeps_raw"]), rng=_rng_from_state(meta["rng"]))
+                   keeps_raw=bool(meta["keeps_raw"]), rng=rng_from_json_state(meta["rng"]))
         ctrl.cluster_ids = ids.copy()
         ctrl.next_id = int(meta["next_id"])
         ctrl.monitor.load_arrays(arrays, _PREFIX + "monitor_")

@@ -1,4 +1,4 @@
-"""Choosing which two clusters to merge: the pair of smallest Ward cost (seed 001).
+"""Choosing which two clusters to merge: the pair of smallest Ward cost (Foundations of Data Science).
 
 Merging clusters a and b raises the k-means cost by
 n_a n_b / (n_a + n_b) ||C_a - C_b||^2 (:func:`streamkm.batch.ward.ward_cost`), where the

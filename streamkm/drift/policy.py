@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from streamkm._validation import check_float, check_int
+from streamkm._validation import check_choice, check_float, check_int
+from streamkm.drift.bisect import SEEDINGS
 from streamkm.exceptions import ParameterError
 
 __all__ = ["DriftPolicy"]
@@ -18,7 +19,7 @@ __all__ = ["DriftPolicy"]
 
 @dataclass(frozen=True)
 class DriftPolicy:
-    """Parameters of per-cluster drift detection, RTMM re-bisection and Ward merges.
+    """Parameters of per-cluster drift detection, re-bisection and Ward merges.
 
     Detection (per cluster, on the batches that give it at least ``min_batch_rows`` rows):
     x_t is the mean squared kernel distance of the cluster's rows to its center (before the
@@ -46,7 +47,12 @@ class DriftPolicy:
     min_batch_rows : int, default=16
         A batch giving a cluster fewer rows does not update its spread (too noisy).
     n_pairs : int, default=20
-        RTMM initial pairs tried by each bisection (kernel 2-means from each).
+        Initial starts tried by each bisection (kernel 2-means from each).
+    seeding : {"rtmm", "rscd", "frus"}, default="rtmm"
+        Where a bisection's starts come from (seed 003): distinct pairs of rows by RTMM or by
+        collision detection (RSCD, same distribution, slower), or pairs of centers drawn
+        uniformly in the window's feature range (FRUS). See
+        :func:`~streamkm.drift.bisect.kernel_bisect`.
     max_iter : int, default=50
         Lloyd iterations per kernel 2-means run.
     min_sse_reduction : float, default=0.8
@@ -89,6 +95,7 @@ class DriftPolicy:
     threshold: float = 1.0
     min_batch_rows: int = 16
     n_pairs: int = 20
+    seeding: str = "rtmm"
     max_iter: int = 50
     min_sse_reduction: float = 0.8
     min_side_fraction: float = 0.1
@@ -114,6 +121,7 @@ class DriftPolicy:
         check_float(self.threshold, "drift.threshold", low=0.0, low_inclusive=False)
         check_int(self.min_batch_rows, "drift.min_batch_rows", low=1)
         check_int(self.n_pairs, "drift.n_pairs", low=1)
+        check_choice(self.seeding, "drift.seeding", SEEDINGS)
         check_int(self.max_iter, "drift.max_iter", low=1)
         check_float(self.min_sse_reduction, "drift.min_sse_reduction", low=0.0, high=1.0)
         check_float(self.min_side_fraction, "drift.min_side_fraction", low=0.0, high=0.5)

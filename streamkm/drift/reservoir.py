@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamkm.cluster._raw_rows import (
+from streamkm._sparse import is_sparse
+from streamkm._raw_rows import (
     RawRows,
-    is_sparse,
     raw_from_arrays,
     raw_to_arrays,
     stack_rows,

@@ -1,4 +1,4 @@
-"""RSCD: random pairs with collision detection, the baseline RTMM is compared against (seed 003).
+"""RSCD: random pairs with collision detection, the baseline RTMM is compared against (Li and He).
 
 Draw a random pair of distinct items, discard it if it was drawn before, repeat until m
 distinct pairs are found. Correct, but the number of draws grows like N log(N / (N - m))

@@ -1,4 +1,4 @@
-"""RTMM: duplicate-free random initial pairs by random integer triangular-matrix mapping (seed 003).
+"""RTMM: duplicate-free random initial pairs by random integer triangular-matrix mapping (Li and He).
 
 All N = n(n-1)/2 unordered pairs of n items are numbered; m distinct serial numbers are
 sampled without replacement in O(m) and each is mapped to its pair in O(1), so no pair

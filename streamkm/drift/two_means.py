@@ -1,4 +1,4 @@
-"""Kernel 2-means (Lloyd in feature space) from many initial pairs at once.
+"""Kernel 2-means (Lloyd in feature space) from many initial pairs (or assignments) at once.
 
 Each run starts from two rows as the two centers and alternates assignment and mean
 update on a precomputed kernel matrix K. For a cluster c with indicator z and size n_c,
@@ -11,6 +11,7 @@ moved, which quickly become few.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,12 @@ import numpy as np
 from streamkm._validation import check_int
 from streamkm.exceptions import ParameterError, ValidationError
 
-__all__ = ["TwoMeansRuns", "check_kernel_matrix", "kernel_2means_from_pairs"]
+__all__ = [
+    "TwoMeansRuns",
+    "check_kernel_matrix",
+    "kernel_2means_from_labels",
+    "kernel_2means_from_pairs",
+]
 
 # Bound on the (runs x n) work arrays of one chunk of runs, in elements.
 _CHUNK_ELEMENTS = 2**21
@@ -112,17 +118,23 @@ def _split_sse(
     return np.maximum(sse, 0.0)
 
 
-def _run_chunk(
-    kernel_matrix: np.ndarray, column_sums: np.ndarray, pairs: np.ndarray, max_iter: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _nearer_second_row(kernel_matrix: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """(runs, n) bool: row p is nearer the pair's second row than its first (ties: first)."""
     diag = np.diagonal(kernel_matrix)
     first, second = pairs[:, 0], pairs[:, 1]
     dist_first = diag[first][:, None] - 2.0 * kernel_matrix[first]
     dist_second = diag[second][:, None] - 2.0 * kernel_matrix[second]
-    in_second = dist_second < dist_first
+    return dist_second < dist_first
+
+
+def _run_chunk(
+    kernel_matrix: np.ndarray, column_sums: np.ndarray, in_second: np.ndarray, max_iter: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    diag = np.diagonal(kernel_matrix)
+    in_second = in_second.copy()
     to_second = in_second.astype(np.float64) @ kernel_matrix
-    n_iter = np.zeros(len(pairs), dtype=np.int64)
-    active = np.arange(len(pairs))
+    n_iter = np.zeros(len(in_second), dtype=np.int64)
+    active = np.arange(len(in_second))
     for _ in range(max_iter):
         if active.size == 0:
             break
@@ -179,15 +191,60 @@ def kernel_2means_from_pairs(
     k = check_kernel_matrix(kernel_matrix)
     p = _check_pairs(pairs, k.shape[0])
     max_iter = check_int(max_iter, "max_iter", low=1)
-    n, m = k.shape[0], p.shape[0]
+    return _run_all(k, p.shape[0], lambda rows: _nearer_second_row(k, p[rows]), max_iter)
+
+
+def kernel_2means_from_labels(
+    kernel_matrix: Any, initial_labels: Any, *, max_iter: int = 50
+) -> TwoMeansRuns:
+    """Run kernel 2-means once from each initial assignment, all runs batched.
+
+    For starts that are not rows of the data, e.g. centers drawn in the feature range
+    (:func:`~streamkm.drift.frus.frus_centers`): assign the rows to the nearer start outside,
+    then iterate here.
+
+    Parameters
+    ----------
+    kernel_matrix : array-like, shape (n, n)
+        Symmetric positive semi-definite kernel matrix of the rows.
+    initial_labels : array-like of 0/1 or bool, shape (m, n)
+        Row r is run r's first assignment (1: second cluster). A side may be empty; it then
+        stays empty and the run's SSE is the unsplit SSE.
+    max_iter : int
+        Largest number of Lloyd iterations per run (>= 1).
+
+    Returns
+    -------
+    TwoMeansRuns
+        Labels, SSE and iteration count of every run, in the order of ``initial_labels``.
+    """
+    k = check_kernel_matrix(kernel_matrix)
+    start = np.asarray(initial_labels)
+    if start.ndim != 2 or start.shape[1] != k.shape[0]:
+        raise ParameterError(
+            f"initial_labels must have shape (m, {k.shape[0]}), got {start.shape!r}"
+        )
+    if start.size and not np.isin(start, (0, 1)).all():
+        bad = start[~np.isin(start, (0, 1))].flat[0].item()
+        raise ParameterError(f"initial_labels must be 0 or 1, got {bad!r}")
+    max_iter = check_int(max_iter, "max_iter", low=1)
+    in_second = start.astype(bool)
+    return _run_all(k, in_second.shape[0], lambda rows: in_second[rows], max_iter)
+
+
+def _run_all(
+    k: np.ndarray, m: int, initial: Callable[[slice], np.ndarray], max_iter: int
+) -> TwoMeansRuns:
+    """Run m kernel 2-means in chunks; ``initial(rows)`` gives the chunk's first assignment."""
+    n = k.shape[0]
     labels = np.empty((m, n), dtype=np.int64)
     sse = np.empty(m, dtype=np.float64)
     n_iter = np.empty(m, dtype=np.int64)
     column_sums = k.sum(axis=0)
     chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
     for start in range(0, m, chunk):
-        stop = min(start + chunk, m)
-        labels[start:stop], sse[start:stop], n_iter[start:stop] = _run_chunk(
-            k, column_sums, p[start:stop], max_iter
+        rows = slice(start, min(start + chunk, m))
+        labels[rows], sse[rows], n_iter[rows] = _run_chunk(
+            k, column_sums, initial(rows), max_iter
         )
     return TwoMeansRuns(labels=labels, sse=sse, n_iter=n_iter)

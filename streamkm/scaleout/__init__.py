@@ -3,8 +3,9 @@
 Workers assign their partitions' records with the current global model and send compact
 update messages (:mod:`.messages`, rows subsampled by :mod:`.compress`) to a single-partition
 updates topic; the merge leader (:mod:`.leader`) applies them in the topic's total order under
-the fencing rules of :mod:`.ledger` and publishes model versions (:mod:`.versions`). The Kafka
-plumbing is in ``streamkm_connectors.scaleout_kafka`` and the process loop in :mod:`.process`.
+the fencing rules of :mod:`.ledger` and publishes model versions (:mod:`.versions`). The broker
+plumbing is behind :mod:`.transport` (Kafka: ``streamkm_connectors.scaleout_kafka``); a member
+is the runtime shell running :class:`~.worker.ScaleoutWorker` (:mod:`.process`).
 See ``docs/scaleout.md``.
 """
 

@@ -7,6 +7,12 @@ updates-topic message applied, records buffered before the model is initialised,
 updates topic from a version's ``applied_offset + 1`` is deterministic, so a new leader
 that starts from any published version reaches the same states as the old one would have.
 
+Leadership is part of that state too (:class:`Leadership`): the epoch counts the accepted
+:class:`~streamkm.scaleout.messages.LeaderClaim` messages, and a leader publishes only while
+the state it applied names it (its own claim accepted, no later one): a leader that was cut
+off and replaced reads its successor's claim before it could publish anything newer, and
+stops.
+
 Stale updates (computed against an older model version) are re-assigned: the leader steps
 its current model on the update's rows with their multiplicities, so nothing is dropped for
 staleness and counts stay exact.
@@ -23,10 +29,10 @@ import numpy as np
 
 from streamkm.exceptions import StateError
 from streamkm.scaleout.ledger import DROP_REASONS, PartitionLedger, UpdateVerdict
-from streamkm.scaleout.messages import Fence, ModelUpdate
+from streamkm.scaleout.messages import Fence, LeaderClaim, Message
 from streamkm.state_io import decode_npz_bytes, encode_npz_bytes
 
-__all__ = ["MergeLeader", "ModelVersion", "ApplyOutcome", "VERSION_FORMAT"]
+__all__ = ["MergeLeader", "ModelVersion", "ApplyOutcome", "Leadership", "VERSION_FORMAT"]
 
 VERSION_FORMAT = "streamkm.scaleout.ModelVersion"
 VERSION_FORMAT_VERSION = 1
@@ -34,10 +40,31 @@ _MODEL_PREFIX = "model__"
 
 
 @dataclass(frozen=True)
+class Leadership:
+    """Who leads, as applied from the updates topic: the member and claim token of the last
+    accepted :class:`~streamkm.scaleout.messages.LeaderClaim`, and the number of accepted
+    claims (the epoch; 0 before the first)."""
+
+    epoch: int = 0
+    member: str = ""
+    token: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "member": self.member, "token": self.token}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Leadership:
+        if not data:
+            return cls()
+        return cls(int(data["epoch"]), str(data["member"]), str(data["token"]))
+
+
+@dataclass(frozen=True)
 class ApplyOutcome:
     """What :meth:`MergeLeader.apply` did with one message."""
 
-    verdict: str  # "fence", "applied", "buffered", "skipped" or a drop reason
+    verdict: str  # "fence", "claim", "claim_rejected", "applied", "buffered", "skipped"
+    # or a drop reason
     report: Any = None  # the StepReport when the model stepped
     records: int = 0
 
@@ -59,6 +86,7 @@ class ModelVersion:
     counters: dict[str, Any] = field(default_factory=dict)
     leader: str = ""
     created_unix: float = 0.0
+    leadership: Leadership = field(default_factory=Leadership)
 
     @property
     def version(self) -> int:
@@ -83,7 +111,7 @@ class ModelVersion:
                 "applied_offset": int(self.applied_offset), "version": self.version,
                 "ledger": self.ledger.to_dict(), "model_meta": self.model_meta,
                 "counters": self.counters, "leader": self.leader,
-                "created_unix": self.created_unix}
+                "created_unix": self.created_unix, "leadership": self.leadership.to_dict()}
         return encode_npz_bytes(arrays, meta)
 
     @classmethod
@@ -104,7 +132,8 @@ class ModelVersion:
                        model_meta=meta["model_meta"], init_rows=arrays.get("init_rows"),
                        init_multiplicities=arrays.get("init_multiplicities"),
                        counters=dict(meta["counters"]), leader=str(meta["leader"]),
-                       created_unix=float(meta["created_unix"]))
+                       created_unix=float(meta["created_unix"]),
+                       leadership=Leadership.from_dict(meta.get("leadership")))
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StateError):
                 raise
@@ -140,6 +169,7 @@ class MergeLeader:
         self.model: Any = None
         self.ledger = PartitionLedger()
         self.applied_offset = -1
+        self.leadership = Leadership()
         self._init_rows: list[np.ndarray] = []
         self._init_mult: list[np.ndarray] = []
         self.counters: dict[str, Any] = {"updates_applied": 0, "fences": 0,
@@ -149,6 +179,7 @@ class MergeLeader:
             self.model = start.build_model()
             self.ledger = PartitionLedger.from_dict(start.ledger.to_dict())
             self.applied_offset = start.applied_offset
+            self.leadership = start.leadership
             if start.init_rows is not None and start.init_rows.shape[0]:
                 self._init_rows = [start.init_rows]
                 self._init_mult = [np.asarray(start.init_multiplicities, np.int64)]
@@ -161,14 +192,22 @@ class MergeLeader:
         """Messages of the updates topic reflected in the model (``applied_offset + 1``)."""
         return self.applied_offset + 1
 
-    def apply(self, message: ModelUpdate | Fence, offset: int) -> ApplyOutcome:
+    def apply(self, message: Message, offset: int) -> ApplyOutcome:
         """Apply the updates-topic message at ``offset``.
 
-        Messages at or below ``applied_offset`` are skipped (already reflected).
+        Messages at or below ``applied_offset`` are skipped (already reflected). A
+        :class:`LeaderClaim` is accepted (verdict ``claim``) iff its ``after_epoch`` is the
+        current epoch, else ``claim_rejected``.
         """
         if offset <= self.applied_offset:
             return ApplyOutcome("skipped")
         self.applied_offset = int(offset)
+        if isinstance(message, LeaderClaim):
+            if message.after_epoch != self.leadership.epoch:
+                return ApplyOutcome("claim_rejected")
+            self.leadership = Leadership(self.leadership.epoch + 1, message.member,
+                                         message.token)
+            return ApplyOutcome("claim")
         if isinstance(message, Fence):
             self.ledger.fence(message.partition, message.token)
             self.counters["fences"] += 1
@@ -224,4 +263,5 @@ class MergeLeader:
                             init_multiplicities=init_mult,
                             counters={**self.counters,
                                       "updates_dropped": dict(self.counters["updates_dropped"])},
-                            leader=self.member, created_unix=time.time())
+                            leader=self.member, created_unix=time.time(),
+                            leadership=self.leadership)

@@ -1,4 +1,5 @@
-"""Messages of the updates topic: model updates (worker -> leader) and partition fences.
+"""Messages of the updates topic: model updates (worker -> leader), partition fences and
+leader claims.
 
 Both are encoded as the bytes of one ``.npz`` with JSON metadata and per-array SHA-256
 (:func:`streamkm.state_io.encode_npz_bytes`; no pickle).
@@ -14,7 +15,7 @@ import numpy as np
 from streamkm.exceptions import StateError
 from streamkm.state_io import decode_npz_bytes, encode_npz_bytes
 
-__all__ = ["ModelUpdate", "Fence", "encode_message", "decode_message", "MESSAGE_FORMAT"]
+__all__ = ["ModelUpdate", "Fence", "LeaderClaim", "encode_message", "decode_message", "MESSAGE_FORMAT"]
 
 MESSAGE_FORMAT = "streamkm.scaleout.message"
 MESSAGE_VERSION = 1
@@ -74,12 +75,43 @@ class Fence:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def encode_message(message: ModelUpdate | Fence) -> bytes:
+@dataclass(frozen=True)
+class LeaderClaim:
+    """A member elected by the leader group claims the leader role.
+
+    Accepted (in the updates topic's order) iff ``after_epoch`` is the current leader epoch:
+    a compare-and-set on the topic, so of two members claiming from the same state only the
+    first wins, and a leader that applies another member's accepted claim is fenced (see
+    :meth:`streamkm.scaleout.leader.MergeLeader.apply`).
+
+    Attributes
+    ----------
+    member : str
+        Member id of the claimant.
+    token : str
+        Unique per claim (the claimant recognises its own claim by it).
+    after_epoch : int
+        The leader epoch the claimant last applied.
+    """
+
+    member: str
+    token: str
+    after_epoch: int
+
+
+Message = ModelUpdate | Fence | LeaderClaim
+
+
+def encode_message(message: Message) -> bytes:
     """The message as bytes (npz + JSON metadata)."""
+    arrays: dict[str, np.ndarray] = {}
+    meta: dict[str, Any]
     if isinstance(message, Fence):
         meta = {"kind": "fence", "partition": message.partition, "token": message.token,
                 "worker": message.worker}
-        arrays: dict[str, np.ndarray] = {}
+    elif isinstance(message, LeaderClaim):
+        meta = {"kind": "claim", "member": message.member, "token": message.token,
+                "after_epoch": int(message.after_epoch)}
     else:
         mult = np.asarray(message.multiplicities, dtype=np.int64)
         rows = np.ascontiguousarray(message.rows)
@@ -96,7 +128,7 @@ def encode_message(message: ModelUpdate | Fence) -> bytes:
     return encode_npz_bytes(arrays, meta)
 
 
-def decode_message(data: bytes) -> ModelUpdate | Fence:
+def decode_message(data: bytes) -> Message:
     """Parse bytes made by :func:`encode_message`.
 
     Raises
@@ -112,6 +144,9 @@ def decode_message(data: bytes) -> ModelUpdate | Fence:
         if meta["kind"] == "fence":
             return Fence(partition=str(meta["partition"]), token=str(meta["token"]),
                          worker=str(meta["worker"]))
+        if meta["kind"] == "claim":
+            return LeaderClaim(member=str(meta["member"]), token=str(meta["token"]),
+                               after_epoch=int(meta["after_epoch"]))
         if meta["kind"] != "update":
             raise StateError(f"unknown scale-out message kind {meta['kind']!r}")
         update = ModelUpdate(

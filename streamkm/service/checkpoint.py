@@ -6,7 +6,7 @@ A checkpoint is a ``checkpoint-<sequence>.npz`` file written by
 ``model.``; the JSON metadata holds::
 
     format            "streamkm-checkpoint"
-    format_version    1
+    format_version    2 (1: before the metadata digest; still read)
     streamkm_version  version that wrote it
     sequence          increasing number of the checkpoint
     created_unix      wall time of the write
@@ -18,6 +18,13 @@ A checkpoint is a ``checkpoint-<sequence>.npz`` file written by
     batcher           state of the batcher (round-robin pointer)
     sketch            the feature sketch's metadata (only when sketching); its arrays are
                       stored under the prefix ``sketch.``
+    config            the effective configuration, flat and with secrets masked
+                      (``streamkm.service.config_diff`` compares it at start)
+
+The metadata carries its own SHA-256 next to the arrays' (:mod:`streamkm.state_io`). A
+version 2 file without it, or whose metadata fails it, is corrupt and skipped like a file
+that fails an array digest. Version 1 files (written before the metadata digest) are read
+as they are: their metadata is guarded by the zip CRC only.
 
 The store keeps the newest ``keep`` files. Loading walks from the newest to the oldest and
 returns the first that reads and verifies; every file skipped is logged and reported to the
@@ -39,14 +46,17 @@ import numpy as np
 
 from streamkm._version import __version__
 from streamkm.exceptions import CheckpointError, StateError
-from streamkm.service.logs import log_event
-from streamkm.state_io import read_npz, write_npz_atomic
+from streamkm.logs import log_event
+from streamkm.state_io import MetaDigestMissing, read_npz, write_npz_atomic
 
 __all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "read_checkpoint",
-           "checkpoint_files", "inspect_checkpoints", "FORMAT", "FORMAT_VERSION"]
+           "checkpoint_files", "inspect_checkpoints", "FORMAT", "FORMAT_VERSION",
+           "READABLE_FORMAT_VERSIONS"]
 
 FORMAT = "streamkm-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this streamkm reads: 1 has no metadata digest, 2 requires one.
+READABLE_FORMAT_VERSIONS = (1, 2)
 _MODEL_PREFIX = "model."
 _SKETCH_PREFIX = "sketch."
 _NAME = re.compile(r"^checkpoint-(\d{12})\.npz$")
@@ -126,13 +136,21 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     """
     file = Path(path)
     match = _NAME.match(file.name)
-    arrays, meta = read_npz(file)
+    try:
+        arrays, meta = read_npz(file, require_meta_digest=True)
+    except MetaDigestMissing:
+        arrays, meta = read_npz(file)
+        if meta.get("format_version", 1) >= 2:  # the digest is part of the format since 2
+            raise StateError(f"{str(file)!r}: checkpoint format version "
+                             f"{meta.get('format_version')!r} without its metadata SHA-256 "
+                             f"(edited or corrupt)") from None
     if meta.get("format") != FORMAT:
         raise StateError(f"{str(file)!r} is not a streamkm checkpoint "
                          f"(format {meta.get('format')!r})")
-    if meta.get("format_version") != FORMAT_VERSION:
+    version = meta.get("format_version")
+    if version not in READABLE_FORMAT_VERSIONS:
         raise StateError(f"{str(file)!r} has unsupported checkpoint format version "
-                         f"{meta.get('format_version')!r} (this streamkm reads {FORMAT_VERSION})")
+                         f"{version!r} (this streamkm reads {READABLE_FORMAT_VERSIONS})")
     unexpected = [name for name in arrays
                   if not name.startswith((_MODEL_PREFIX, _SKETCH_PREFIX))]
     if unexpected:

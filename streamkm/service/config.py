@@ -15,17 +15,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tomllib
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     SecretStr,
+    Strict,
     Tag,
     ValidationError,
     field_validator,
@@ -33,6 +38,7 @@ from pydantic import (
 )
 
 from streamkm.exceptions import ConfigError
+from streamkm.registry import client_settings_check
 
 __all__ = [
     "SourceConfig",
@@ -53,20 +59,56 @@ __all__ = [
     "load_config",
     "config_from_mapping",
     "config_hash",
+    "SECRET_MASK",
+    "is_secret_key",
+    "mask_value",
 ]
 
 ENV_PREFIX = "STREAMKM_"
 
+#: What a secret's value is shown as in errors, logs and ``streamkm config show``.
+SECRET_MASK = "**********"
+_SECRET_NAME = re.compile(r"(password|passwd|secret|token|credentials?|api_key|private_key|access_key)$",
+                          re.IGNORECASE)
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a configuration key (its last dotted part) names a secret: a password, token,
+    secret, credential, API, private or access key (``ssl_keyfile``, a path, is not one)."""
+    return bool(_SECRET_NAME.search(name.rsplit(".", 1)[-1]))
+
+
+def mask_value(key: str, value: Any) -> Any:
+    """``value`` with every secret replaced by :data:`SECRET_MASK` (recursively in tables)."""
+    if isinstance(value, SecretStr) or (is_secret_key(key) and value is not None
+                                        and not isinstance(value, dict)):
+        return SECRET_MASK
+    if isinstance(value, dict):
+        return {k: mask_value(f"{key}.{k}", v) for k, v in value.items()}
+    return value
+
+
+def _non_empty_path(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"a path must not be empty, got {value!r}")
+    return value
+
+
+#: A filesystem path: text that is not empty (strict mode would accept only Path objects).
+ConfigPath = Annotated[Path, Strict(False), BeforeValidator(_non_empty_path)]
+
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # strict: no bool-as-int, no "3" for 3; allow_inf_nan: durations and sizes are finite
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True,
+                              allow_inf_nan=False)
 
 
 class SourceConfig(_Section):
     """Tailed files (``kind = "file"``, the default); see :class:`KafkaSourceConfig`."""
 
     kind: Literal["file"] = "file"
-    paths: list[Path] = Field(min_length=1)
+    paths: list[ConfigPath] = Field(min_length=1)
     framing: Literal["lines", "fixed"] = "lines"
     record_size: int | None = Field(default=None, gt=0)
     max_record_bytes: int = Field(default=1 << 20, gt=0)
@@ -90,10 +132,10 @@ class KafkaSourceConfig(_Section):
     group_id: str = Field(default="streamkm", min_length=1)
     group_instance_id: str | None = Field(default=None, min_length=1)
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
-    session_timeout_ms: int = Field(default=10000, gt=0)
-    heartbeat_interval_ms: int = Field(default=3000, gt=0)
+    session_timeout_ms: int = Field(default=6000, gt=0)
+    heartbeat_interval_ms: int = Field(default=1000, gt=0)
     max_poll_interval_ms: int = Field(default=30000, gt=0)
-    max_poll_records: int = Field(default=500, gt=0)
+    max_poll_records: int = Field(default=2000, gt=0)
     max_record_bytes: int = Field(default=1 << 20, gt=0)
     max_buffered_records: int = Field(default=10000, gt=0)
     poll_interval_ms: float = Field(default=100.0, gt=0)
@@ -140,10 +182,10 @@ class KafkaConfig(_Section):
                             "GSSAPI"] | None = None
     sasl_plain_username: str | None = None
     sasl_plain_password: SecretStr | None = None
-    ssl_cafile: Path | None = None
-    ssl_certfile: Path | None = None
-    ssl_keyfile: Path | None = None
-    ssl_crlfile: Path | None = None
+    ssl_cafile: ConfigPath | None = None
+    ssl_certfile: ConfigPath | None = None
+    ssl_keyfile: ConfigPath | None = None
+    ssl_crlfile: ConfigPath | None = None
     ssl_password: SecretStr | None = None
     ssl_check_hostname: bool = True
     api_version: str | None = Field(default=None, pattern=r"^\d+(\.\d+){1,2}$")
@@ -159,16 +201,14 @@ class KafkaConfig(_Section):
     def _known_client_settings(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
         if not value:
             return value
-        from kafka import KafkaConsumer, KafkaProducer
-
-        known = (KafkaConsumer if info.field_name == "consumer" else KafkaProducer).DEFAULT_CONFIG
         for key in value:
             if key in _MANAGED_KAFKA_KEYS or key in cls.model_fields:
-                raise ValueError(f"kafka.{info.field_name}.{key} = {value[key]!r} is set by "
+                shown = mask_value(key, value[key])
+                raise ValueError(f"kafka.{info.field_name}.{key} = {shown!r} is set by "
                                  f"streamkm or in [kafka]/[source], not here")
-            if key not in known:
-                raise ValueError(f"unknown kafka-python {info.field_name} setting "
-                                 f"{key!r} (value {value[key]!r})")
+        check = client_settings_check("kafka")  # the connector knows its client's settings
+        if check is not None:
+            check(info.field_name, value)
         return value
 
     @model_validator(mode="after")
@@ -231,8 +271,8 @@ class ModelConfig(_Section):
     """Parameters of :class:`streamkm.MiniBatchKernelKMeans`; unset keys keep its defaults."""
 
     n_clusters: int = Field(gt=0)
-    kernel: Literal["rbf", "laplacian", "polynomial", "cosine", "linear"] = "rbf"
-    gamma: float | None = Field(default=None, gt=0)
+    kernel: Literal["rbf", "laplacian", "polynomial", "cosine", "linear", "knn", "heat"] = "rbf"
+    gamma: Annotated[float, Field(gt=0)] | Literal["auto", "median", "eigengap"] | None = None
     degree: int | None = Field(default=None, gt=0)
     coef0: float | None = None
     tau: int | None = Field(default=None, gt=0)
@@ -313,6 +353,7 @@ class DriftConfig(_Section):
     threshold: float | None = Field(default=None, gt=0)
     min_batch_rows: int | None = Field(default=None, ge=1)
     n_pairs: int | None = Field(default=None, ge=1)
+    seeding: Literal["rtmm", "rscd", "frus"] | None = None
     max_iter: int | None = Field(default=None, ge=1)
     min_sse_reduction: float | None = Field(default=None, ge=0, le=1)
     min_side_fraction: float | None = Field(default=None, ge=0, le=0.5)
@@ -387,7 +428,7 @@ class ScaleoutConfig(_Section):
 class CheckpointConfig(_Section):
     """When and where model state plus positions are written."""
 
-    dir: Path = Path("state/checkpoints")
+    dir: ConfigPath = Path("state/checkpoints")
     every_batches: int | None = Field(default=50, gt=0)
     every_seconds: float | None = Field(default=30.0, gt=0)
     keep: int = Field(default=3, ge=1)
@@ -401,9 +442,9 @@ class SinksConfig(_Section):
     """
 
     kind: Literal["file", "kafka"] = "file"
-    assignments: Path | None = Path("state/assignments.jsonl")
-    events: Path | None = Path("state/events.jsonl")
-    dead_letter: Path = Path("state/dead_letter.jsonl")
+    assignments: ConfigPath | None = Path("state/assignments.jsonl")
+    events: ConfigPath | None = Path("state/events.jsonl")
+    dead_letter: ConfigPath = Path("state/dead_letter.jsonl")
     dead_letter_max_raw_bytes: int = Field(default=65536, ge=0)
     assignments_topic: str | None = "streamkm-assignments"
     events_topic: str | None = "streamkm-events"
@@ -452,11 +493,6 @@ class ServiceConfig(_Section):
     drift: DriftConfig = DriftConfig()
     scaleout: ScaleoutConfig = ScaleoutConfig()
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
-
-    @property
-    def uses_kafka(self) -> bool:
-        """True if the source or the sinks talk to Kafka."""
-        return self.source.kind == "kafka" or self.sinks.kind == "kafka"
 
     @model_validator(mode="after")
     def _first_batch_can_initialise(self) -> ServiceConfig:
@@ -541,11 +577,41 @@ def _empty_path_to_none(raw: dict[str, Any]) -> None:
                 sinks[key] = None
 
 
-def _parse_env_value(text: str) -> Any:
+def _is_text_type(annotation: Any) -> bool:
+    """Whether a field annotation only ever holds text (str, a path, a secret, a choice of
+    strings), possibly optional."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _is_text_type(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return bool(args) and all(_is_text_type(a) for a in args)
+    if origin is Literal:
+        return all(isinstance(a, str) for a in typing.get_args(annotation))
+    return annotation in (str, SecretStr, Path)
+
+
+def _section_models(section: str) -> list[type[BaseModel]]:
+    if section == "source":
+        return [SourceConfig, KafkaSourceConfig]
+    annotation = ServiceConfig.model_fields[section].annotation
+    return [annotation] if isinstance(annotation, type) else []
+
+
+def _is_text_key(section: str, key: str) -> bool:
+    fields = [m.model_fields[key] for m in _section_models(section) if key in m.model_fields]
+    return bool(fields) and all(_is_text_type(f.annotation) for f in fields)
+
+
+def _parse_env_value(text: str, *, as_text: bool) -> Any:
+    """An environment value: text as it is for a text key (TOML quotes removed), else TOML."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    if as_text:
+        return value if isinstance(value, str) and text[:1] in "\"'" else text
+    return value
 
 
 def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
@@ -556,17 +622,18 @@ def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
             continue
         section, _, key = name[len(ENV_PREFIX):].partition("__")
         section, key = section.lower(), key.lower()
+        shown = mask_value(key, env[name])
         if section not in ServiceConfig.model_fields:
             raise ConfigError(
-                f"environment variable {name}={env[name]!r}: unknown config section "
+                f"environment variable {name}={shown!r}: unknown config section "
                 f"{section!r} (known: {', '.join(ServiceConfig.model_fields)})"
             )
         if not key:
-            raise ConfigError(f"environment variable {name}={env[name]!r}: missing key")
+            raise ConfigError(f"environment variable {name}={shown!r}: missing key")
         table = raw.setdefault(section, {})
         if not isinstance(table, dict):
             raise ConfigError(f"config key {section!r} must be a table, got {table!r}")
-        table[key] = _parse_env_value(env[name])
+        table[key] = _parse_env_value(env[name], as_text=_is_text_key(section, key))
         origin[f"{section}.{key}"] = name
     return origin
 
@@ -590,8 +657,9 @@ def _format_errors(exc: ValidationError, raw: dict[str, Any], origin: dict[str, 
         loc = tuple(err["loc"])
         if len(loc) > 1 and loc[0] == "source" and loc[1] in ("file", "kafka"):
             loc = loc[:1] + loc[2:]  # drop the union tag
-        key = ".".join(str(p) for p in loc) or "(top level)"
+        key = ".".join(str(p) for p in loc)
         found, value = _lookup(raw, loc)
+        value = mask_value(key, value)
         if err["type"] == "union_tag_invalid":
             found, value = _lookup(raw, loc + ("kind",))
             text = (f"config key {key + '.kind'!r} has bad value {value!r}: expected "
@@ -600,12 +668,19 @@ def _format_errors(exc: ValidationError, raw: dict[str, Any], origin: dict[str, 
             text = f"unknown config key {key!r} (value {value!r})"
         elif err["type"] == "missing":
             text = f"config key {key!r} is required"
+        elif err["type"] == "value_error" and len(loc) <= 1:
+            # a check across keys of one section (or of several): its message names them
+            text = err["msg"].removeprefix("Value error, ")
+            if loc and f"{key}." not in text:
+                text = f"[{key}] {text}"
+            text += "".join(f" (from environment variable {var})"
+                            for name, var in sorted(origin.items()) if name in text)
         elif found:
             text = f"config key {key!r} has bad value {value!r}: {err['msg']}"
         else:
             text = f"config {('key ' + repr(key)) if loc else 'file'}: {err['msg']}"
         section_key = ".".join(str(p) for p in loc[:2])
-        if section_key in origin:
+        if section_key in origin and len(loc) > 1:
             text += f" (from environment variable {origin[section_key]})"
         lines.append(text)
     return f"invalid configuration {where}: " + "; ".join(lines)

@@ -7,16 +7,11 @@ values of :class:`streamkm.decoding.RejectReason`, ``kind`` is ``converged`` or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from threading import Thread
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
-from prometheus_client.exposition import start_http_server
 
 from streamkm._version import __version__
 
-__all__ = ["ServiceMetrics", "KafkaMetrics", "MetricsServer", "start_metrics_server"]
+__all__ = ["ServiceMetrics", "KafkaMetrics"]
 
 _BATCH_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                           2.5, 5.0, 10.0)
@@ -149,33 +144,3 @@ class KafkaMetrics:
             "streamkm_kafka_broker_connected",
             "1 while the client holds at least one broker connection, else 0.", ["client"],
             registry=r)
-
-
-@dataclass
-class MetricsServer:
-    """A running metrics HTTP server."""
-
-    server: Any
-    thread: Thread
-    address: str
-    port: int
-
-    @property
-    def url(self) -> str:
-        """The scrape URL."""
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"http://{host}:{self.port}/metrics"
-
-    def close(self) -> None:
-        """Stop serving."""
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
-def start_metrics_server(registry: CollectorRegistry, address: str = "127.0.0.1",
-                         port: int = 0) -> MetricsServer:
-    """Serve ``registry`` over HTTP on ``address:port`` (0 = a free port) in a daemon thread."""
-    server, thread = start_http_server(port, addr=address, registry=registry)
-    return MetricsServer(server=server, thread=thread, address=address,
-                         port=int(server.server_port))

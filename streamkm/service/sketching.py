@@ -16,10 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from streamkm.decoding_sparse import is_sparse_rows
+from streamkm.cluster import MiniBatchKernelKMeans
+from streamkm._sparse import is_sparse
 from streamkm.exceptions import StateError
+from streamkm.logs import log_event
+from streamkm.model import StepReport, StreamModel
+from streamkm.service.checkpoint import Checkpoint
 from streamkm.service.config import ServiceConfig, SketchConfig
-from streamkm.service.logs import log_event
 from streamkm.service.metrics import ServiceMetrics
 from streamkm.sketch import (
     PROJECTION_KINDS,
@@ -83,7 +86,7 @@ class ServiceSketching:
             return max(self.n_clusters, self.config.svd_rank(self.n_clusters))
         return self.n_clusters
 
-    def wrap(self, model: Any) -> Any:
+    def wrap(self, model: MiniBatchKernelKMeans) -> StreamModel:
         """The model the service steps: ``model`` itself, or the sketch pipeline around it."""
         if not self.enabled:
             return model
@@ -92,7 +95,7 @@ class ServiceSketching:
                                     reservoir_size=self.config.reservoir_size,
                                     random_state=self.config.random_state)
 
-    def restore(self, checkpoint: Any) -> Any:
+    def restore(self, checkpoint: Checkpoint) -> StreamModel:
         """The model saved in ``checkpoint`` (which has one), sketch included.
 
         Raises
@@ -101,53 +104,41 @@ class ServiceSketching:
             The checkpoint was written with sketching and ``[sketch]`` is off, or the
             other way round.
         """
-        from streamkm.cluster import MiniBatchKernelKMeans
+        from streamkm.service.model_export import model_from_checkpoint
 
-        engine = MiniBatchKernelKMeans.from_state(checkpoint.model_arrays, checkpoint.model_meta)
         sketch_meta = checkpoint.sketch_meta
-        if not self.enabled:
-            if sketch_meta is not None:
-                raise StateError(
-                    f"checkpoint {str(checkpoint.path)!r} holds a sketched model but "
-                    f"[sketch] kind = 'none': set the kind it was written with or use an empty "
-                    f"checkpoint dir")
-            return engine
-        if sketch_meta is None:
+        if not self.enabled and sketch_meta is not None:
+            raise StateError(
+                f"checkpoint {str(checkpoint.path)!r} holds a sketched model but "
+                f"[sketch] kind = 'none': set the kind it was written with or use an empty "
+                f"checkpoint dir")
+        if self.enabled and sketch_meta is None:
             raise StateError(
                 f"checkpoint {str(checkpoint.path)!r} holds a model of unsketched records but "
                 f"[sketch] kind = {self.config.kind!r}: set kind = 'none' or use an empty "
                 f"checkpoint dir")
-        pipeline = SketchedKernelKMeans.from_parts(engine, checkpoint.sketch_arrays, sketch_meta)
-        pipeline.resketch_every = self.config.resketch_every
-        return pipeline
+        model = model_from_checkpoint(checkpoint)
+        if self.enabled:
+            model.resketch_every = self.config.resketch_every
+        return model
 
-    def step(self, model: Any, X: Any) -> tuple[Any, list[dict[str, Any]]]:
+    def step(self, model: StreamModel, X: Any) -> tuple[StepReport, list[dict[str, Any]]]:
         """Step ``model`` on the batch ``X``; return its report and the re-sketch events."""
-        if not self.enabled:
-            if is_sparse_rows(X):
+        if not isinstance(model, SketchedKernelKMeans):
+            if is_sparse(X):
                 X = X.toarray()
             return model.step(X), []
         report = model.step(X)
         events = []
         if model.resketched_:
             events.append(self._resketched(model, "schedule", report.step))
-        kinds = {report.event} | {e.get("event") for e in getattr(report, "events", ())}
+        kinds = {e["event"] for e in report.events}
         if (kinds & DRIFT_EVENTS and self.config.resketch_on_drift
                 and not model.resketched_ and model.notify_drift()):
             events.append(self._resketched(model, "drift", report.step))
         return report, events
 
-    def on_drift(self, model: Any, step: int) -> dict[str, Any] | None:
-        """Drift detected outside a step (e.g. a cluster split): refit a data-dependent
-        sketch. Returns the re-sketch event, or None if nothing was done."""
-        if (not self.enabled or not self.config.resketch_on_drift
-                or not getattr(model, "_is_fitted", lambda: False)()):
-            return None
-        if not model.notify_drift():
-            return None
-        return self._resketched(model, "drift", step)
-
-    def _resketched(self, model: Any, trigger: str, step: int) -> dict[str, Any]:
+    def _resketched(self, model: SketchedKernelKMeans, trigger: str, step: int) -> dict[str, Any]:
         m = self.metrics
         m.resketches.labels(trigger=trigger).inc()
         if model.last_resketch_seconds_ is not None:
@@ -159,19 +150,20 @@ class ServiceSketching:
                   **{k: v for k, v in event.items() if k != "event"})
         return event
 
-    def state_parts(self, model: Any, *, ready: bool
+    def state_parts(self, model: StreamModel
                     ) -> tuple[dict[str, np.ndarray], dict[str, Any] | None, dict[str, Any]]:
         """``(model_arrays, model_meta, sketch keyword arguments)`` for
-        :meth:`CheckpointStore.write`."""
-        if not ready:
+        :meth:`CheckpointStore.write` (empty before the first batch)."""
+        if not model.is_fitted():
             return {}, None, {}
-        if not self.enabled:
-            arrays, meta = model.get_state()
+        parts = model.state_parts()
+        arrays, meta = parts["model"]
+        if "sketch" not in parts:
             return arrays, meta, {}
-        arrays, meta = model.model_.get_state()
-        sketch_arrays, sketch_meta = model.sketch_state()
+        sketch_arrays, sketch_meta = parts["sketch"]
         return arrays, meta, {"sketch_arrays": sketch_arrays, "sketch_meta": sketch_meta}
 
-    def refresh_metrics(self, model: Any) -> None:
+    def refresh_metrics(self, model: StreamModel) -> None:
         """Set the sketch epoch gauge from ``model`` (after a restore)."""
-        self.metrics.sketch_epoch.set(int(getattr(model, "sketch_epoch_", 0) or 0))
+        fitted = isinstance(model, SketchedKernelKMeans) and model.is_fitted()
+        self.metrics.sketch_epoch.set(int(model.sketch_epoch_) if fitted else 0)

@@ -1,17 +1,16 @@
 """Builds the service's parts (source, decoder, sinks, model) from the configuration.
 
-The file tailer, the Kafka source and the sinks live in ``streamkm_connectors``; they are
-imported here, at call time, so that the core package never imports the connectors at
-import time.
+Sources and sinks come from the connector registered for their ``kind``
+(:mod:`streamkm.registry`); the core never imports a connector.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from streamkm import registry
 from streamkm.decoding import RecordDecoder
 from streamkm.exceptions import ConfigError, ParameterError
 from streamkm.service.config import (
@@ -22,48 +21,17 @@ from streamkm.service.config import (
     SinksConfig,
     SourceConfig,
 )
-from streamkm.sinks import AssignmentSink, DeadLetterSink, EventSink
+from streamkm.sinks import SinkSet
 from streamkm.sources import Source
 
-__all__ = ["ServiceSinks", "build_source", "build_decoder", "build_sinks", "build_model"]
-
-
-@dataclass
-class ServiceSinks:
-    """The three sinks of the service (assignments and events may be disabled)."""
-
-    assignments: AssignmentSink | None
-    events: EventSink | None
-    dead_letter: DeadLetterSink
-
-    def named(self) -> dict[str, Any]:
-        """The enabled sinks by name (the keys of ``sink_positions`` in checkpoints)."""
-        sinks = {"assignments": self.assignments, "events": self.events,
-                 "dead_letter": self.dead_letter}
-        return {name: sink for name, sink in sinks.items() if sink is not None}
-
-    def close(self) -> None:
-        """Close every sink."""
-        for sink in self.named().values():
-            sink.close()
+__all__ = ["build_source", "build_decoder", "build_sinks", "build_model"]
 
 
 def build_source(config: SourceConfig | KafkaSourceConfig, *, kafka: KafkaConfig | None = None,
                  metrics: Any = None) -> Source:
-    """The configured source: the file tailer, or a Kafka consumer group (which uses the
-    ``kafka`` connection settings and reports to ``metrics.kafka``)."""
-    if isinstance(config, KafkaSourceConfig):
-        from streamkm_connectors.kafka_source import kafka_source_from_config
-
-        return kafka_source_from_config(config, kafka or KafkaConfig(),
-                                        metrics.kafka if metrics is not None else None)
-    from streamkm_connectors.file_tailer import FileTailSource
-
-    return FileTailSource(
-        [str(p) for p in config.paths], framing=config.framing,
-        record_size=config.record_size, max_record_bytes=config.max_record_bytes,
-        start_at=config.start_at, poll_interval_s=config.poll_interval_ms / 1000.0,
-    )
+    """The source of ``config.kind`` (the file tailer, a Kafka consumer group, ...), which
+    uses the ``kafka`` connection settings and reports to ``metrics``."""
+    return registry.source_factory(config.kind)(config, kafka or KafkaConfig(), metrics)
 
 
 def build_decoder(config: DecodingConfig) -> RecordDecoder:
@@ -81,26 +49,9 @@ def build_decoder(config: DecodingConfig) -> RecordDecoder:
 
 
 def build_sinks(config: SinksConfig, *, kafka: KafkaConfig | None = None,
-                metrics: Any = None) -> ServiceSinks:
-    """The configured sinks: JSON-lines files, or Kafka topics (``kind = "kafka"``)."""
-    if config.kind == "kafka":
-        from streamkm_connectors.kafka_sinks import kafka_sinks_from_config
-
-        assignments, events, dead_letter = kafka_sinks_from_config(
-            config, kafka or KafkaConfig(), metrics.kafka if metrics is not None else None)
-        return ServiceSinks(assignments=assignments, events=events, dead_letter=dead_letter)
-    from streamkm_connectors.file_sinks import (
-        AssignmentFileSink,
-        DeadLetterFileSink,
-        EventFileSink,
-    )
-
-    return ServiceSinks(
-        assignments=AssignmentFileSink(config.assignments) if config.assignments else None,
-        events=EventFileSink(config.events) if config.events else None,
-        dead_letter=DeadLetterFileSink(config.dead_letter,
-                                       max_raw_bytes=config.dead_letter_max_raw_bytes),
-    )
+                metrics: Any = None) -> SinkSet:
+    """The sinks of ``config.kind`` (JSON-lines files, Kafka topics, ...)."""
+    return registry.sinks_factory(config.kind)(config, kafka or KafkaConfig(), metrics)
 
 
 def build_model(config: ModelConfig, batch_size: int,
@@ -121,9 +72,7 @@ def build_model(config: ModelConfig, batch_size: int,
         params["drift"] = drift
     try:
         model = MiniBatchKernelKMeans(batch_size=batch_size, **params)
-        validate = getattr(model, "_validate_params", None)
-        if validate is not None:
-            validate()
+        model._validate_params()
         return model
     except (ParameterError, TypeError, ValueError) as exc:
         raise ConfigError(f"invalid [model] configuration {params!r}: {exc}") from None

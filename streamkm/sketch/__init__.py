@@ -1,4 +1,5 @@
-"""Feature sketching for high-dimensional streams: random projection, approximate SVD, leverage-score selection (seed 000).
+"""Feature sketching for high-dimensional streams: random projection, approximate SVD,
+leverage-score selection (Boutsidis et al.; docs/references.md).
 
 Each sketcher maps rows of dimension n (dense, or scipy CSR without densifying) to r
 dimensions so that k-means on the sketch is a constant-factor approximation of k-means on

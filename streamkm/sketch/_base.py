@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 
+from streamkm._estimator import PreservesFloat32Mixin, SparseInputMixin, StreamkmEstimator
 from streamkm.exceptions import NotFittedError, StateError
-from streamkm.sketch._sparse import SketchInput, check_sketch_input
+from streamkm._sparse_input import SketchInput
 
 __all__ = ["BaseSketcher", "STATE_FORMAT_VERSION"]
 
@@ -18,31 +20,29 @@ STATE_FORMAT_VERSION = 1
 _FLOAT_DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
-class BaseSketcher:
+class BaseSketcher(SparseInputMixin, PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin,
+                   TransformerMixin, StreamkmEstimator):
     """Base of the sketchers: validation, ``fit_transform`` and state (de)serialisation.
 
-    Subclasses define ``_PARAM_NAMES``, ``_validate_params``, ``_fit``, ``_transform``,
-    ``_fitted_arrays`` and ``_restore_fitted``.
+    A sketcher is a scikit-learn transformer (dense or CSR input, float32 kept). Subclasses
+    define ``_parameter_constraints``, ``_check_params_for`` (the checks that need the
+    number of features), ``_fit``, ``_transform``, ``_fitted_arrays`` and
+    ``_restore_fitted``.
     """
-
-    _PARAM_NAMES: ClassVar[tuple[str, ...]] = ()
 
     n_features_in_: int
     n_components_: int
 
     # -- parameters -------------------------------------------------------------------
-    def get_params(self) -> dict[str, Any]:
-        """The constructor parameters, by name."""
-        return {name: getattr(self, name) for name in self._PARAM_NAMES}
+    def _check_params_for(self, n_features: int) -> None:
+        """Parameter checks that depend on the number of input features (none by default)."""
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-    def _validate_params(self, n_features: int) -> None:
-        raise NotImplementedError
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components_
 
     # -- fitting ----------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> BaseSketcher:
         """Learn the sketch from ``X`` (dense array or scipy CSR matrix).
 
@@ -56,10 +56,9 @@ class BaseSketcher:
         -------
         self
         """
-        x = check_sketch_input(X)
-        self._validate_params(x.shape[1])
+        x = self._validate_X(X, reset=True, accept_sparse=True)
+        self._check_params_for(x.shape[1])
         self._fit(x)
-        self.n_features_in_ = int(x.shape[1])
         return self
 
     def transform(self, X: Any) -> np.ndarray:
@@ -75,15 +74,14 @@ class BaseSketcher:
             Dense sketch, float32 for float32 input, float64 otherwise.
         """
         self._check_fitted()
-        x = check_sketch_input(X, n_features=self.n_features_in_)
-        return self._transform(x)
+        return self._transform(self._validate_X(X, reset=False, accept_sparse=True))
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
         """``fit(X)`` then ``transform(X)``, validating ``X`` once."""
-        x = check_sketch_input(X)
-        self._validate_params(x.shape[1])
+        x = self._validate_X(X, reset=True, accept_sparse=True)
+        self._check_params_for(x.shape[1])
         self._fit(x)
-        self.n_features_in_ = int(x.shape[1])
         return self._transform(x)
 
     def _fit(self, x: SketchInput) -> None:
@@ -93,7 +91,10 @@ class BaseSketcher:
         raise NotImplementedError
 
     def _is_fitted(self) -> bool:
-        return hasattr(self, "n_features_in_")
+        return hasattr(self, "n_components_")
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self._is_fitted()
 
     def _check_fitted(self) -> None:
         if not self._is_fitted():
@@ -165,7 +166,7 @@ class BaseSketcher:
                 f"(this streamkm reads {STATE_FORMAT_VERSION})"
             )
         params = meta.get("params")
-        if not isinstance(params, dict) or set(params) != set(cls._PARAM_NAMES):
+        if not isinstance(params, dict) or set(params) != set(cls._get_param_names()):
             raise StateError(f"sketcher state has bad params {params!r}")
         obj = cls(**params)
         if meta.get("fitted"):

@@ -1,4 +1,4 @@
-"""How many sketch dimensions the k-means guarantees of seed 000 ask for."""
+"""How many sketch dimensions the k-means guarantees of Boutsidis et al. ask for."""
 
 from __future__ import annotations
 

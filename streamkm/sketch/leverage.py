@@ -1,16 +1,19 @@
-"""Feature selection by leverage-score sampling (Theorem 11 of seed 000)."""
+"""Feature selection by leverage-score sampling (Theorem 11 of Boutsidis et al.)."""
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._validation import check_float, check_int, check_random_state
+from streamkm._estimator import RANDOM_STATE_CONSTRAINT
+from streamkm._validation import check_random_state
 from streamkm.exceptions import ParameterError, StateError
 from streamkm.sketch._base import BaseSketcher, require_array
 from streamkm.sketch._dimension import feature_selection_dimension
-from streamkm.sketch._sparse import SketchInput, select_columns
+from streamkm._sparse_input import SketchInput, select_columns
 from streamkm.sketch.svd import approximate_right_singular_vectors
 
 __all__ = ["LeverageScoreSelector", "leverage_probabilities"]
@@ -56,9 +59,26 @@ class LeverageScoreSelector(BaseSketcher):
         Number of draws r.
     n_features_in_ : int
         Number of input features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.sketch import LeverageScoreSelector
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.hstack([rng.normal(size=(100, 2)) * 10, rng.normal(size=(100, 38)) * 0.01])
+    >>> selector = LeverageScoreSelector(n_components=5, n_clusters=2, random_state=0).fit(X)
+    >>> sorted(set(selector.selected_features_.tolist()))  # the two informative features
+    [0, 1]
+    >>> selector.transform(X).shape
+    (100, 5)
     """
 
-    _PARAM_NAMES = ("n_components", "eps", "n_clusters", "random_state")
+    _parameter_constraints: dict[str, list[Any]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "eps": [Interval(Real, 0, 1, closed="right")],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
 
     probabilities_: np.ndarray
     selected_features_: np.ndarray
@@ -78,23 +98,16 @@ class LeverageScoreSelector(BaseSketcher):
 
     def _resolve_n_components(self, n_features: int) -> int:
         if isinstance(self.n_components, str):
-            if self.n_components != "auto":
-                raise ParameterError(
-                    f"n_components must be 'auto' or a positive int, got {self.n_components!r}"
-                )
             return feature_selection_dimension(self.n_clusters, self.eps, n_features)
-        return check_int(self.n_components, "n_components", low=1)
+        return int(self.n_components)
 
-    def _validate_params(self, n_features: int) -> None:
+    def _check_params_for(self, n_features: int) -> None:
         if self.n_clusters is None:
             raise ParameterError(
                 "LeverageScoreSelector needs n_clusters (the number of clusters k), "
                 "got n_clusters=None"
             )
-        check_int(self.n_clusters, "n_clusters", low=1)
-        check_float(self.eps, "eps", low=0.0, high=1.0, low_inclusive=False)
         self._resolve_n_components(n_features)
-        check_random_state(self.random_state)
 
     def _fit(self, x: SketchInput) -> None:
         rng = check_random_state(self.random_state)

@@ -4,22 +4,31 @@
 whole) to r sketch dimensions and steps a :class:`~streamkm.MiniBatchKernelKMeans` on the
 sketch, passing the raw rows along so the engine keeps the raw version of its support rows.
 A re-sketch refits the sketcher on a reservoir of recent raw rows and lets the engine
-re-project its support rows with the new sketch (DESIGN.md §3).
+re-project its support rows with the new sketch.
 """
 
 from __future__ import annotations
 
 import time
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.base import (
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils._param_validation import HasMethods, Interval
 
-from streamkm._validation import check_int
+from streamkm._estimator import SparseInputMixin, StreamkmEstimator
 from streamkm._version import __version__
-from streamkm.exceptions import NotFittedError, ParameterError, StateError
+from streamkm.exceptions import NotFittedError, StateError
 from streamkm.sketch._base import STATE_FORMAT_VERSION, BaseSketcher
-from streamkm.sketch._sparse import check_sketch_input, is_sparse
+from streamkm._sparse import is_sparse
+from streamkm._sparse_input import check_sketch_input
 from streamkm.sketch.projection import RandomProjection
 from streamkm.sketch.reservoir import RowReservoir
 from streamkm.sketch.state import SKETCHER_TYPES, sketcher_from_state
@@ -51,7 +60,8 @@ def _split_prefixed(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.
     return {name[len(prefix):]: a for name, a in arrays.items() if name.startswith(prefix)}
 
 
-class SketchedKernelKMeans:
+class SketchedKernelKMeans(SparseInputMixin, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+                           TransformerMixin, StreamkmEstimator):
     """Streaming kernel k-means on sketched features, re-sketched as the stream changes.
 
     Each batch is sketched with ``sketcher_`` and given to ``model_.step`` together with its
@@ -105,7 +115,37 @@ class SketchedKernelKMeans:
         Raw rows are kept as CSR (the first batch was sparse) or dense.
     last_resketch_seconds_ : float or None
         Wall time of the latest re-sketch.
+    labels_ : numpy.ndarray of shape (n_samples,), int64
+        After :meth:`fit`: clusters of the fitted rows with the final sketch and centers.
+        After :meth:`partial_fit`: clusters of the latest batch, assigned before its update.
+    n_iter_ : int
+        Engine steps of the latest :meth:`fit` (initial sample included).
+    feature_names_in_ : numpy.ndarray of str
+        Column names of a fitted DataFrame (not part of the saved state).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm import MiniBatchKernelKMeans
+    >>> from streamkm.sketch import RandomProjection, SketchedKernelKMeans
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 1, (150, 50)), rng.normal(6, 1, (150, 50))])
+    >>> model = SketchedKernelKMeans(RandomProjection(n_components=8, random_state=0),
+    ...                              MiniBatchKernelKMeans(2, batch_size=100, random_state=0),
+    ...                              random_state=0).fit(X)
+    >>> len(set(model.labels_[:150])), len(set(model.labels_[150:]))
+    (1, 1)
+    >>> model.sketcher_.n_components_, model.transform(X[:3]).shape
+    (8, (3, 2))
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        "sketcher": [BaseSketcher],
+        "model": [HasMethods(["step", "resketch"])],
+        "resketch_every": [Interval(Integral, 1, None, closed="left"), None],
+        "reservoir_size": [Interval(Integral, 1, None, closed="left")],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
+    }
 
     def __init__(self, sketcher: BaseSketcher, model: Any, *, resketch_every: int | None = None,
                  reservoir_size: int = 2048, random_state: int | None = None) -> None:
@@ -115,33 +155,20 @@ class SketchedKernelKMeans:
         self.reservoir_size = reservoir_size
         self.random_state = random_state
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor parameters, by name."""
-        return {"sketcher": self.sketcher, "model": self.model,
-                "resketch_every": self.resketch_every, "reservoir_size": self.reservoir_size,
-                "random_state": self.random_state}
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.sketcher!r}, {self.model!r}, "
-                f"resketch_every={self.resketch_every!r}, "
-                f"reservoir_size={self.reservoir_size!r}, random_state={self.random_state!r})")
-
     # ------------------------------------------------------------------ set-up
-    def _validate_params(self) -> None:
-        if not isinstance(self.sketcher, BaseSketcher):
-            raise ParameterError(
-                f"sketcher must be a streamkm sketcher, got {type(self.sketcher).__name__!r}")
-        if not hasattr(self.model, "step") or not hasattr(self.model, "resketch"):
-            raise ParameterError(
-                f"model must be a MiniBatchKernelKMeans, got {type(self.model).__name__!r}")
-        if self.resketch_every is not None:
-            check_int(self.resketch_every, "resketch_every", low=1)
-        check_int(self.reservoir_size, "reservoir_size", low=1)
-        if self.random_state is not None:
-            check_int(self.random_state, "random_state", low=0)
-
     def _is_fitted(self) -> bool:
         return hasattr(self, "model_")
+
+    def is_fitted(self) -> bool:
+        """Whether a first batch fitted the sketch and initialised the engine."""
+        return self._is_fitted()
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self._is_fitted()
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.model_.n_clusters_
 
     def _check_fitted(self) -> None:
         if not self._is_fitted():
@@ -165,7 +192,6 @@ class SketchedKernelKMeans:
                       else _derived_seed(int(np.random.SeedSequence().entropy % _SEED_BOUND)))
         self.raw_sparse_ = is_sparse(x)
         self.raw_dtype_ = np.dtype(x.dtype)
-        self.n_features_in_ = int(x.shape[1])
         sketcher = self._sketcher_for_epoch(0)
         sketcher.fit(x)
         self.sketcher_ = sketcher
@@ -178,7 +204,9 @@ class SketchedKernelKMeans:
 
     def _as_raw(self, X: Any) -> Any:
         """``X`` validated and converted to the kind (CSR or dense) and dtype of the raw rows."""
-        x = check_sketch_input(X, n_features=self.n_features_in_)
+        if self.__dict__.get("_rows_checked_by_fit", False):
+            return X  # rows of the X that fit has validated (names already checked)
+        x = self._validate_X(X, reset=False, accept_sparse=True)
         if self.raw_sparse_ and not is_sparse(x):
             import scipy.sparse as sp
 
@@ -207,7 +235,8 @@ class SketchedKernelKMeans:
             batch was assigned with). ``resketched_`` tells whether a re-sketch followed it.
         """
         if not self._is_fitted():
-            x = check_sketch_input(X)
+            x = X if self.__dict__.get("_rows_checked_by_fit", False) else self._validate_X(
+                X, reset=True, accept_sparse=True)
             self._start(x)
         else:
             x = self._as_raw(X)
@@ -220,10 +249,11 @@ class SketchedKernelKMeans:
         return report
 
     def partial_fit(self, X: Any, y: Any = None) -> SketchedKernelKMeans:
-        """One batch step (see :meth:`step`). Returns self."""
-        self.step(X)
+        """One batch step (see :meth:`step`). Returns self; ``labels_`` are the batch's."""
+        self.labels_ = self.step(X).labels
         return self
 
+    @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X: Any, y: Any = None) -> SketchedKernelKMeans:
         """Fit from scratch on ``X``: an initial sample, then batches drawn with replacement.
 
@@ -231,20 +261,25 @@ class SketchedKernelKMeans:
         ``max_iter`` and early stop of the engine template); each batch goes through
         :meth:`step`, so the re-sketch policy applies.
         """
-        self._validate_params()
-        x = check_sketch_input(X)
+        x = self._validate_X(X, reset=True, accept_sparse=True)
         self._reset()
         seed = self.random_state if self.random_state is not None else None
         rng = np.random.default_rng(None if seed is None else [int(seed), 2])
         n = int(x.shape[0])
         params = self.model.get_params()
         init_size = min(n, params.get("init_size") or 3 * int(params["batch_size"]))
-        self.step(x[np.sort(rng.choice(n, size=init_size, replace=False))])
-        batch = min(int(params["batch_size"]), n)
-        for _ in range(int(params["max_iter"])):
-            self.step(x[rng.integers(n, size=batch)])
-            if self.model_.converged_:
-                break
+        self._rows_checked_by_fit = True
+        try:
+            self.step(x[np.sort(rng.choice(n, size=init_size, replace=False))])
+            batch = min(int(params["batch_size"]), n)
+            for _ in range(int(params["max_iter"])):
+                self.step(x[rng.integers(n, size=batch)])
+                if self.model_.converged_:
+                    break
+            self.labels_ = self.predict(x)
+        finally:
+            del self._rows_checked_by_fit
+        self.n_iter_ = self.n_steps_
         return self
 
     def resketch(self, sample: Any = None) -> SketchedKernelKMeans:
@@ -296,10 +331,6 @@ class SketchedKernelKMeans:
         features = self.sketch(X)
         return self.model_.predict(features)
 
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """``fit(X)`` then ``predict(X)``."""
-        return self.fit(X).predict(X)
-
     def score(self, X: Any, y: Any = None) -> float:
         """Minus the mean squared kernel distance of the rows of ``X`` to their centers."""
         features = self.sketch(X)
@@ -307,9 +338,10 @@ class SketchedKernelKMeans:
 
     # engine attributes the service reads
     @property
-    def n_clusters(self) -> int:
-        """Number of clusters of the engine."""
-        return int(self.model.n_clusters)
+    def n_clusters_(self) -> int:
+        """Current number of clusters of the engine (``model.n_clusters`` is the setting)."""
+        self._check_fitted()
+        return int(self.model_.n_clusters_)
 
     @property
     def n_steps_(self) -> int:
@@ -366,6 +398,11 @@ class SketchedKernelKMeans:
             "sketcher": s_meta, "reservoir": r_meta,
         }
         return arrays, meta
+
+    def state_parts(self) -> dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]:
+        """The engine's state (``"model"``) and the sketch's (``"sketch"``, see
+        :meth:`sketch_state`), as a service checkpoint stores them."""
+        return {"model": self.model_.get_state(), "sketch": self.sketch_state()}
 
     def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The whole pipeline: ``model.*`` (engine) and ``sketch.*`` arrays plus metadata."""

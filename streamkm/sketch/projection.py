@@ -1,17 +1,20 @@
-"""Data-oblivious random projections for k-means (Theorem 12 of seed 000)."""
+"""Data-oblivious random projections for k-means (Theorem 12 of Boutsidis et al.)."""
 
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._validation import check_choice, check_float, check_int, check_random_state
+from streamkm._estimator import RANDOM_STATE_CONSTRAINT
+from streamkm._validation import check_random_state
 from streamkm.exceptions import ParameterError, StateError
 from streamkm.sketch._base import BaseSketcher, float_dtype_from_name, require_array
 from streamkm.sketch._dimension import kmeans_sketch_dimension
-from streamkm.sketch._sparse import SketchInput, right_multiply
+from streamkm._sparse_input import SketchInput, right_multiply
 
 __all__ = ["RandomProjection", "PROJECTION_KINDS"]
 
@@ -66,7 +69,7 @@ def very_sparse_matrix(n_components: int, n_features: int, rng: np.random.Genera
 
 
 class RandomProjection(BaseSketcher):
-    """Random projection of the features for k-means (Theorem 12 of seed 000).
+    """Random projection of the features for k-means (Theorem 12 of Boutsidis et al.).
 
     The sketch is ``X @ components_.T`` with a random ``components_`` drawn independently of
     the data, so ``fit`` only looks at the number of features. With
@@ -99,9 +102,24 @@ class RandomProjection(BaseSketcher):
         Number of input features.
     density_ : float
         Fraction of nonzero entries expected in ``components_`` (1.0 unless sparse).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamkm.sketch import RandomProjection
+    >>> X = np.random.default_rng(0).normal(size=(100, 500))
+    >>> sketch = RandomProjection(n_clusters=4, eps=0.5, random_state=0).fit(X)
+    >>> sketch.n_components_, sketch.transform(X).shape  # ceil(4 / 0.5**2) dimensions
+    (16, (100, 16))
     """
 
-    _PARAM_NAMES = ("n_components", "kind", "eps", "n_clusters", "random_state")
+    _parameter_constraints: dict[str, list[Any]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "kind": [StrOptions(set(PROJECTION_KINDS))],
+        "eps": [Interval(Real, 0, 1, closed="right")],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
 
     components_: Any
     density_: float
@@ -122,25 +140,16 @@ class RandomProjection(BaseSketcher):
 
     def _resolve_n_components(self, n_features: int) -> int:
         if isinstance(self.n_components, str):
-            if self.n_components != "auto":
-                raise ParameterError(
-                    f"n_components must be 'auto' or a positive int, got {self.n_components!r}"
-                )
             if self.n_clusters is None:
                 raise ParameterError(
                     "n_components='auto' needs n_clusters (the number of clusters k), "
                     "got n_clusters=None"
                 )
             return kmeans_sketch_dimension(self.n_clusters, self.eps, n_features)
-        return check_int(self.n_components, "n_components", low=1)
+        return int(self.n_components)
 
-    def _validate_params(self, n_features: int) -> None:
-        check_choice(self.kind, "kind", PROJECTION_KINDS)
-        check_float(self.eps, "eps", low=0.0, high=1.0, low_inclusive=False)
-        if self.n_clusters is not None:
-            check_int(self.n_clusters, "n_clusters", low=1)
+    def _check_params_for(self, n_features: int) -> None:
         self._resolve_n_components(n_features)
-        check_random_state(self.random_state)
 
     def _fit(self, x: SketchInput) -> None:
         n_features = int(x.shape[1])

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm._validation import check_int
 from streamkm.exceptions import StateError, ValidationError
-from streamkm.sketch._sparse import is_sparse
+from streamkm._sparse import is_sparse
 
 __all__ = ["RowReservoir", "RESERVOIR_FORMAT"]
 
@@ -24,24 +25,6 @@ _FORMAT_VERSION = 1
 
 def _rng_from_seed(seed: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed))
-
-
-def _rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    state = rng.bit_generator.state
-    return {"bit_generator": state["bit_generator"],
-            "state": {"state": int(state["state"]["state"]), "inc": int(state["state"]["inc"])},
-            "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
-
-
-def _rng_from_state(state: Any) -> np.random.Generator:
-    if not isinstance(state, dict) or state.get("bit_generator") != "PCG64":
-        raise StateError(f"reservoir state has an unsupported random generator {state!r}")
-    bit_generator = np.random.PCG64()
-    try:
-        bit_generator.state = state
-    except (TypeError, ValueError, KeyError) as exc:
-        raise StateError(f"reservoir state has a malformed random generator: {exc!r}") from exc
-    return np.random.Generator(bit_generator)
 
 
 class RowReservoir:
@@ -168,7 +151,7 @@ class RowReservoir:
             "capacity": self.capacity, "seed": self.seed, "n_seen": self.n_seen,
             "sparse": self.sparse, "n_features": self.n_features,
             "dtype": None if self.dtype is None else self.dtype.name,
-            "rng": _rng_state(self._rng),
+            "rng": rng_state_to_json(self._rng),
         }
         arrays: dict[str, np.ndarray] = {}
         rows = self.rows()
@@ -195,7 +178,7 @@ class RowReservoir:
                 f"unsupported reservoir format_version {meta.get('format_version')!r}")
         try:
             res = cls(int(meta["capacity"]), int(meta["seed"]))
-            res._rng = _rng_from_state(meta["rng"])
+            res._rng = rng_from_json_state(meta["rng"])
             res.n_seen = int(meta["n_seen"])
             res.sparse = meta["sparse"]
             if res.sparse is None:

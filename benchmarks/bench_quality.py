@@ -1,0 +1,185 @@
+"""Quality out of the box (issue 15): defaults vs the median heuristic, graph kernels,
+norm bounds, early stop, exact kernel k-means time, and the SVD sketch on sparse text.
+
+Run (one thread each, as in docs/benchmarks.md):
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
+        .venv/bin/python benchmarks/bench_quality.py --seeds 3
+
+Sections (each prints a markdown table):
+1. ARI of ``MiniBatchKernelKMeans(k)`` with defaults (rbf, gamma="auto") vs gamma="eigengap",
+   kernel="knn" and kernel="heat", per data set, median (min-max) over seeds.
+2. PenDigits: the feature-space norm bound gamma = max_x sqrt(K(x, x)) of knn / heat /
+   Gaussian (kernels fitted on all of PenDigits), next to the paper's table (0.00100,
+   0.0477, 1), with ARI / NMI.
+3. Early stop: ``fit`` with defaults vs a 200-step run (ARI difference, steps, time ratio).
+4. PenDigits time: ``fit`` with defaults vs exact ``streamkm.batch.KernelKMeans`` with the
+   same kernel and gamma, interleaved, ``--repeats`` times.
+5. Sparse planted-topic TF-IDF: ApproxSVD + engine vs scikit-learn TruncatedSVD + the same
+   engine at the same r (NMI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.datasets import load_digits, make_blobs, make_circles, make_moons
+from sklearn.decomposition import TruncatedSVD
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _quality_data import pendigits, planted_topics  # noqa: E402
+
+from streamkm import MiniBatchKernelKMeans  # noqa: E402
+from streamkm.batch import KernelKMeans  # noqa: E402
+from streamkm.kernels import build_kernel  # noqa: E402
+from streamkm.sketch import ApproxSVD  # noqa: E402
+
+PAPER_NORM = {"knn": 0.00100, "heat": 0.0477, "rbf": 1.0}
+
+
+def datasets(seed: int, include_pen: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    out = {
+        "moons (n 4000, noise 0.08)": make_moons(4000, noise=0.08, random_state=seed),
+        "circles (n 4000, factor 0.5, noise 0.05)": make_circles(
+            4000, factor=0.5, noise=0.05, random_state=seed),
+        "blobs (n 4000, 5 centers)": make_blobs(4000, centers=5, random_state=seed),
+        "digits": tuple(load_digits(return_X_y=True)),
+    }
+    if include_pen:
+        out["PenDigits"] = pendigits()
+    return out
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def variants() -> dict[str, dict]:
+    return {
+        "rbf, gamma eigengap": {"gamma": "eigengap"},
+        "defaults (rbf, gamma auto = median)": {},
+        "knn": {"kernel": "knn"},
+        "heat": {"kernel": "heat"},
+    }
+
+
+def section_ari(seeds: int, include_pen: bool) -> None:
+    results: dict[tuple[str, str], list[float]] = {}
+    for seed in range(seeds):
+        for name, (x, y) in datasets(seed, include_pen).items():
+            k = len(np.unique(y))
+            for label, params in variants().items():
+                model = MiniBatchKernelKMeans(k, random_state=seed, **params).fit(x)
+                ari = adjusted_rand_score(y, model.predict(x))
+                results.setdefault((name, label), []).append(ari)
+                print(f"  [{name} | {label} | seed {seed}] ARI {ari:.3f}", file=sys.stderr)
+    names = list(datasets(0, include_pen))
+    print("\n| data set | " + " | ".join(variants()) + " |")
+    print("|---|" + "---|" * len(variants()))
+    for name in names:
+        print(f"| {name} | " + " | ".join(summary(results[(name, v)]) for v in variants()) + " |")
+
+
+def section_norms() -> None:
+    x, y = pendigits()
+    rng = np.random.default_rng(0)
+    print("\n| kernel | gamma = max sqrt(K(x,x)) | paper | max K(x,x) | ARI | NMI |")
+    print("|---|---|---|---|---|---|")
+    for kernel in ("knn", "heat", "rbf"):
+        spec = build_kernel(kernel, "eigengap", sample=x, rng=rng, n_clusters=10)
+        diag = spec.diagonal(spec.prepare(x))
+        gamma = spec.gamma if spec.gamma is not None else "auto"
+        model = MiniBatchKernelKMeans(10, kernel=kernel, gamma=gamma, random_state=0).fit(x)
+        labels = model.predict(x)
+        print(f"| {kernel} | {np.sqrt(diag.max()):.5f} | {PAPER_NORM[kernel]} | "
+              f"{diag.max():.5f} | {adjusted_rand_score(y, labels):.3f} | "
+              f"{normalized_mutual_info_score(y, labels):.3f} |")
+
+
+def section_early_stop(seeds: int, include_pen: bool) -> None:
+    print("\n| data set | ARI defaults - ARI 200 steps | steps | time defaults / 200 steps |")
+    print("|---|---|---|---|")
+    rows: dict[str, list[tuple[float, int, float]]] = {}
+    for seed in range(seeds):
+        for name, (x, y) in datasets(seed, include_pen).items():
+            k = len(np.unique(y))
+            t0 = time.perf_counter()
+            early = MiniBatchKernelKMeans(k, random_state=seed).fit(x)
+            t_early = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            full = MiniBatchKernelKMeans(k, random_state=seed, tol=0.0, patience=10**6,
+                                         max_iter=200).fit(x)
+            t_full = time.perf_counter() - t0
+            diff = adjusted_rand_score(y, early.predict(x)) - adjusted_rand_score(y, full.predict(x))
+            rows.setdefault(name, []).append((diff, early.n_steps_, t_early / t_full))
+    for name, vals in rows.items():
+        print(f"| {name} | {summary([v[0] for v in vals])} | "
+              f"{int(statistics.median([v[1] for v in vals]))} | {summary([v[2] for v in vals])} |")
+
+
+def section_exact_time(repeats: int) -> None:
+    x, y = pendigits()
+    x32 = x.astype(np.float32)
+    ours_t, exact_t, ours_ari, exact_ari = [], [], [], []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        ours = MiniBatchKernelKMeans(10, random_state=r).fit(x32)
+        ours_t.append(time.perf_counter() - t0)
+        ours_ari.append(adjusted_rand_score(y, ours.predict(x32)))
+        t0 = time.perf_counter()
+        exact = KernelKMeans(10, gamma=ours.gamma_, n_init=1, random_state=r).fit(x32)
+        exact_t.append(time.perf_counter() - t0)
+        exact_ari.append(adjusted_rand_score(y, exact.labels_))
+    ratio = [e / o for e, o in zip(exact_t, ours_t)]
+    print("\n| PenDigits, float32, one thread | time s | ARI |")
+    print("|---|---|---|")
+    print(f"| MiniBatchKernelKMeans defaults | {summary(ours_t)} | {summary(ours_ari)} |")
+    print(f"| exact KernelKMeans, same gamma, n_init=1 | {summary(exact_t)} | {summary(exact_ari)} |")
+    print(f"| ratio exact / ours | {summary(ratio)} | |")
+
+
+def section_svd(seeds: int) -> None:
+    ours, theirs = [], []
+    for seed in range(seeds):
+        x, labels = planted_topics(4000, 10, 8000, seed=seed)
+        for store, reducer in ((ours, ApproxSVD(10, random_state=seed)),
+                               (theirs, TruncatedSVD(10, random_state=seed))):
+            features = reducer.fit_transform(x)
+            model = MiniBatchKernelKMeans(10, random_state=seed).fit(features)
+            store.append(normalized_mutual_info_score(labels, model.predict(features)))
+    print("\n| planted-topic TF-IDF (4000 docs, 8000 terms, 10 topics), r = 10 | NMI |")
+    print("|---|---|")
+    print(f"| ApproxSVD (n_power_iter=4) + engine | {summary(ours)} |")
+    print(f"| scikit-learn TruncatedSVD + engine | {summary(theirs)} |")
+    print(f"| ratio | {summary([a / b for a, b in zip(ours, theirs)])} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-pendigits", action="store_true")
+    parser.add_argument("--sections", default="ari,norms,early,exact,svd")
+    args = parser.parse_args()
+    wanted = set(args.sections.split(","))
+    pen = not args.no_pendigits
+    if "ari" in wanted:
+        section_ari(args.seeds, pen)
+    if "norms" in wanted and pen:
+        section_norms()
+    if "early" in wanted:
+        section_early_stop(args.seeds, pen)
+    if "exact" in wanted and pen:
+        section_exact_time(args.repeats)
+    if "svd" in wanted:
+        section_svd(args.seeds)
+
+
+if __name__ == "__main__":
+    main()

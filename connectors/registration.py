@@ -1,0 +1,79 @@
+"""Registers the built-in connectors with streamkm's registry (the ``builtin`` entry point of
+the ``streamkm.connectors`` group in ``pyproject.toml``).
+
+Importing this module does not import kafka-python: each factory imports its connector
+when it is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamkm import registry
+from streamkm.sinks import SinkSet
+from streamkm.sources import Source
+
+__all__ = ["register"]
+
+
+def file_source(section: Any, kafka: Any, metrics: Any) -> Source:
+    """The file tailer of a ``[source] kind = "file"`` section."""
+    from .file_tailer import FileTailSource
+
+    return FileTailSource(
+        [str(p) for p in section.paths], framing=section.framing,
+        record_size=section.record_size, max_record_bytes=section.max_record_bytes,
+        start_at=section.start_at, poll_interval_s=section.poll_interval_ms / 1000.0)
+
+
+def kafka_source(section: Any, kafka: Any, metrics: Any) -> Source:
+    """The consumer group of a ``[source] kind = "kafka"`` section."""
+    from .kafka_source import kafka_source_from_config
+
+    return kafka_source_from_config(section, kafka,
+                                    metrics.kafka if metrics is not None else None)
+
+
+def file_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
+    """JSON-lines file sinks of a ``[sinks] kind = "file"`` section."""
+    from .file_sinks import AssignmentFileSink, DeadLetterFileSink, EventFileSink
+
+    return SinkSet(
+        assignments=AssignmentFileSink(section.assignments) if section.assignments else None,
+        events=EventFileSink(section.events) if section.events else None,
+        dead_letter=DeadLetterFileSink(section.dead_letter,
+                                       max_raw_bytes=section.dead_letter_max_raw_bytes))
+
+
+def kafka_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
+    """Kafka topic sinks of a ``[sinks] kind = "kafka"`` section."""
+    from .kafka_sinks import kafka_sinks_from_config
+
+    assignments, events, dead_letter = kafka_sinks_from_config(
+        section, kafka, metrics.kafka if metrics is not None else None)
+    return SinkSet(assignments=assignments, events=events, dead_letter=dead_letter)
+
+
+def kafka_scaleout(config: Any, metrics: Any) -> Any:
+    """The Kafka transport of scale-out mode."""
+    from .scaleout_kafka import KafkaScaleoutTransport
+
+    return KafkaScaleoutTransport(config)
+
+
+def check_kafka_settings(role: str, settings: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming a ``[kafka] consumer``/``producer`` key kafka-python does
+    not know."""
+    from .kafka_common import check_client_settings
+
+    check_client_settings(role, settings)
+
+
+def register() -> None:
+    """Register the file and Kafka sources and sinks and the Kafka scale-out transport."""
+    registry.register_source("file", file_source)
+    registry.register_source("kafka", kafka_source)
+    registry.register_sinks("file", file_sinks)
+    registry.register_sinks("kafka", kafka_sinks)
+    registry.register_scaleout_transport("kafka", kafka_scaleout)
+    registry.register_client_settings_check("kafka", check_kafka_settings)

@@ -1,0 +1,61 @@
+"""Kernels K(x, y) = <phi(x), phi(y)>: a registry of kernel types and their resolved specs.
+
+Each kernel is one module registering a :class:`KernelType` (``rbf``, ``laplacian``,
+``polynomial``, ``cosine``, ``linear``, and seed 002's graph kernels ``knn`` and ``heat``);
+:class:`KernelSpec` holds one with resolved parameters and computes kernel blocks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from streamkm.kernels import cosine, heat, knn, laplacian, linear, polynomial, rbf  # noqa: F401
+from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_names, register
+from streamkm.kernels._spec import KernelSpec
+from streamkm.kernels._width import GAMMA_RULES, median_heuristic_gamma, resolve_gamma
+
+__all__ = [
+    "GAMMA_RULES", "KERNELS", "KernelSpec", "KernelType", "build_kernel", "get_kernel_type",
+    "kernel_names", "median_heuristic_gamma", "pairwise_kernel", "register", "resolve_gamma",
+]
+
+KERNELS = kernel_names()
+
+
+def build_kernel(
+    name: str, gamma: Any, *, sample: np.ndarray, rng: np.random.Generator,
+    n_clusters: int, degree: int = 3, coef0: float = 1.0,
+    kernel_params: dict[str, Any] | None = None, landmarks: np.ndarray | None = None,
+) -> KernelSpec:
+    """A ready :class:`KernelSpec`: gamma resolved on ``sample``, fitted on ``landmarks``.
+
+    ``gamma``: a positive float, ``"auto"``, ``"median"`` or None (= ``"auto"``), used by
+    kernels with the ``needs_gamma`` trait (see :func:`resolve_gamma`). Fitted (graph)
+    kernels are fitted on ``landmarks`` (default: ``sample``).
+    """
+    kind = get_kernel_type(name)
+    resolved = None
+    if kind.needs_gamma:
+        resolved = resolve_gamma(kind, gamma, sample, rng, n_clusters)
+    spec = KernelSpec(name, resolved, degree, float(coef0), dict(kernel_params or {}))
+    return spec.fit(sample if landmarks is None else landmarks, n_clusters)
+
+
+def pairwise_kernel(
+    x: np.ndarray,
+    y: np.ndarray | None = None,
+    kernel: str = "rbf",
+    *,
+    gamma: float | None = None,
+    degree: int = 3,
+    coef0: float = 1.0,
+) -> np.ndarray:
+    """K(x, y) for 2-D float arrays (y defaults to x) of an unfitted kernel; gamma must be
+    given where used."""
+    xa = np.ascontiguousarray(x)
+    if xa.dtype not in (np.float32, np.float64):
+        xa = xa.astype(np.float64)
+    ya = xa if y is None else np.ascontiguousarray(y, dtype=xa.dtype)
+    return KernelSpec(kernel, gamma, degree, coef0).block(xa, ya)

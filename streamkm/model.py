@@ -1,0 +1,100 @@
+"""What the runtime needs from a model: the :class:`StreamModel` protocol and its
+:class:`StepReport`.
+
+Implemented by :class:`streamkm.MiniBatchKernelKMeans` (the engine) and
+:class:`streamkm.SketchedKernelKMeans` (the engine behind a feature sketch), so the service
+steps, counts and checkpoints either without probing which one it holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["StepReport", "StreamModel"]
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The outcome of one mini-batch step (``step`` of a :class:`StreamModel`).
+
+    Attributes
+    ----------
+    labels : ndarray of shape (n,), int64
+        Cluster of each row, assigned with the centers before the update.
+    sq_distances : ndarray of shape (n,)
+        Squared kernel distance of each row to its cluster's center before the update.
+    objective : float
+        Batch objective f_B(C_i): mean of ``sq_distances``.
+    improvement : float or None
+        f_B(C_i) - f_B(C_{i+1}) on the same batch; None when the centers did not move.
+    updated : bool
+        Whether the centers moved (False while converged: assign only).
+    step : int
+        ``n_steps_`` after this batch.
+    cluster_ids : ndarray of shape (n,), int64
+        Stable id of each row's cluster (``cluster_ids_[labels]`` as it was when the batch
+        was assigned). Unlike ``labels`` (positions, which shift when clusters are split or
+        merged) stable ids never change meaning and are never reused: this is what to
+        write downstream. Without drift handling the ids equal the labels.
+    events : tuple of dict
+        Lifecycle events of this step, in order: the monitor transition (``converged`` or
+        ``woke``), then drift events (``split``, ``merge``). Each is a JSON-able dict with
+        at least ``"event"`` and ``"step"`` (see ``docs/drift.md`` for the fields).
+    """
+
+    labels: np.ndarray
+    sq_distances: np.ndarray
+    objective: float
+    improvement: float | None
+    updated: bool
+    step: int
+    cluster_ids: np.ndarray | None = None
+    events: tuple[dict[str, Any], ...] = ()
+
+
+class StreamModel(Protocol):
+    """A model stepped one mini-batch at a time.
+
+    Counts (``n_steps_``, ``n_clusters_``, ``converged_``, ``batch_objective_``) are read
+    only once :meth:`is_fitted` is true.
+    """
+
+    @property
+    def n_steps_(self) -> int:
+        """Mini-batch steps taken (the model's version)."""
+        ...
+
+    @property
+    def n_clusters_(self) -> int:
+        """Clusters in the model now."""
+        ...
+
+    @property
+    def converged_(self) -> bool:
+        """Whether the model is converged (assign only)."""
+        ...
+
+    @property
+    def batch_objective_(self) -> float:
+        """The objective of the latest batch."""
+        ...
+
+    def is_fitted(self) -> bool:
+        """Whether a first batch initialised the model."""
+        ...
+
+    def step(self, X: Any) -> StepReport:
+        """Assign the batch ``X`` with the current centers, then update them."""
+        ...
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Squared kernel distance of every row of ``X`` to every center."""
+        ...
+
+    def state_parts(self) -> dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]:
+        """``(arrays, JSON-able meta)`` by checkpoint namespace (``"model"``, and
+        ``"sketch"`` for a sketched model); no pickle."""
+        ...

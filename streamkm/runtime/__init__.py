@@ -1,0 +1,23 @@
+"""The runtime shell shared by the single-process service and scale-out members.
+
+* :class:`Runtime` (:mod:`.shell`): source, decoder, batcher, sinks, status, HTTP
+  listener, lag, dead letters, hooks, checkpoint cadence.
+* :class:`Learner` (:mod:`.learner`): the strategy it runs, :class:`LocalLearner`
+  (:mod:`.local`) or ``streamkm.scaleout.worker.ScaleoutWorker``.
+* :class:`RuntimeHook`: observers of a runtime; :class:`HttpRouter` (:mod:`.http`): the
+  listener's routes.
+
+``streamkm.runtime.build.build_runtime`` picks the learner from a configuration.
+"""
+
+from __future__ import annotations
+
+from streamkm.runtime.http import HttpRequest, HttpResponse, HttpRouter, HttpServer
+from streamkm.runtime.learner import CheckpointContent, Learned, Learner, RuntimeHook
+from streamkm.runtime.local import LocalLearner
+from streamkm.runtime.shell import Runtime
+from streamkm.runtime.status import ServiceStatus
+
+__all__ = ["Runtime", "Learner", "Learned", "CheckpointContent", "RuntimeHook",
+           "LocalLearner", "ServiceStatus", "HttpRouter", "HttpRequest", "HttpResponse",
+           "HttpServer"]

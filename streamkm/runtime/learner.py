@@ -1,0 +1,150 @@
+"""How a runtime learns: the :class:`Learner` strategy and what it hands back.
+
+The :class:`~streamkm.runtime.Runtime` owns everything around the model (source, decoder,
+batcher, sinks, status, metrics and HTTP, lag, dead letters, hooks, checkpoint cadence);
+a learner owns the model and the partitions' ownership:
+
+* :class:`~streamkm.runtime.local.LocalLearner` steps a model in this process and
+  checkpoints it with the source positions (exactly-once).
+* :class:`~streamkm.scaleout.worker.ScaleoutWorker` assigns with the group's global model,
+  sends updates and leads the merge while elected (``docs/scaleout.md``).
+
+A learner is also the :class:`~streamkm.sources.AssignmentListener` of a dynamic source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from streamkm.service.batcher import Batch
+from streamkm.service.checkpoint import Checkpoint
+
+if TYPE_CHECKING:
+    from streamkm.runtime.shell import Runtime
+
+__all__ = ["Learner", "Learned", "CheckpointContent", "RuntimeHook"]
+
+
+@dataclass
+class Learned:
+    """What a learner made of one batch's accepted rows.
+
+    ``cluster_ids`` / ``sq_distances`` / ``step`` are the assignments to write (``None``
+    when they are written later, e.g. before a scale-out worker has a model, or the batch had
+    no valid row; ``step`` is the model step or version they were made with); ``objective``
+    the batch objective; ``events`` the lifecycle events (``converged``, ``split``, ...) to
+    count, write and log; ``side_events`` other entries for the events sink (re-sketches).
+    """
+
+    cluster_ids: np.ndarray | None = None
+    sq_distances: np.ndarray | None = None
+    step: int | None = None
+    objective: float | None = None
+    events: tuple[dict[str, Any], ...] = ()
+    side_events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class CheckpointContent:
+    """What a learner puts in a checkpoint besides the sinks' positions and the counters."""
+
+    positions: dict[str, Any]
+    model_arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    model_meta: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    sketch: dict[str, Any] = field(default_factory=dict)
+
+
+class Learner(Protocol):
+    """The strategy a :class:`~streamkm.runtime.Runtime` runs (called from its thread only).
+
+    ``model`` is the model the learner assigns with now (``None`` before it has one).
+    """
+
+    model: Any
+    #: Whether a first start (or a model reset) must write a checkpoint before any batch.
+    checkpoints_at_start: bool
+
+    def attach(self, runtime: Runtime) -> None:
+        """Called once by the runtime's constructor (register metrics, keep the runtime)."""
+        ...
+
+    def open(self, checkpoint: Checkpoint | None) -> None:
+        """At start, once the runtime built its source, sinks and batcher: restore from the
+        latest checkpoint (``None``: first start) and give the batcher its first partitions
+        (static sources)."""
+        ...
+
+    def connect(self) -> bool:
+        """Reach whatever the learner talks to (retrying); ``False`` if a stop was
+        requested first. Called once the HTTP listener is up."""
+        ...
+
+    def tick(self) -> None:
+        """Housekeeping between batches and while waiting for input."""
+        ...
+
+    def min_valid(self) -> int:
+        """Fewest valid records a batch should collect (the first batch needs more)."""
+        ...
+
+    def accepts(self, batch: Batch) -> bool:
+        """Whether ``batch`` is processed (``False``: dropped, e.g. too small to start)."""
+        ...
+
+    def learn(self, batch: Batch) -> Learned:
+        """Learn from / assign the batch's accepted rows."""
+        ...
+
+    def processed(self, batch: Batch) -> None:
+        """The batch's outputs are written and flushed: its positions are done."""
+        ...
+
+    def refresh_status(self) -> None:
+        """Copy the model's counts into the runtime's status and gauges."""
+        ...
+
+    def checkpoint_content(self) -> CheckpointContent | None:
+        """The state to checkpoint now, or ``None`` to skip (e.g. broker away)."""
+        ...
+
+    def checkpointed(self, content: CheckpointContent) -> None:
+        """A checkpoint of ``content`` was written (commit offsets, ...)."""
+        ...
+
+    def finish(self) -> bool:
+        """At a graceful stop, before the final checkpoint: flush what is in flight (publish
+        a last version, ...). ``False`` if that could not complete (no final checkpoint)."""
+        ...
+
+    def release(self) -> None:
+        """Close the learner's own clients (never raises)."""
+        ...
+
+    def on_assigned(self, part_keys: list[str]) -> None: ...
+
+    def on_revoked(self, part_keys: list[str], *, lost: bool) -> None: ...
+
+
+class RuntimeHook:
+    """Observes a runtime; subclass and override what you need (every method does nothing
+    here). Called on the runtime's thread; must not block.
+    """
+
+    def on_started(self, runtime: Runtime) -> None:
+        """The runtime is started (restored, listening, connected)."""
+
+    def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
+        """A batch was processed and its outputs flushed."""
+
+    def on_event(self, runtime: Runtime, event: dict[str, Any]) -> None:
+        """A lifecycle event was written (``converged``, ``split``, ``resketched``, ...)."""
+
+    def on_checkpoint(self, runtime: Runtime, reason: str, ok: bool) -> None:
+        """A checkpoint was attempted (``ok``: written)."""
+
+    def on_stopped(self, runtime: Runtime) -> None:
+        """The runtime closed."""

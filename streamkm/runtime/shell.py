@@ -1,0 +1,436 @@
+"""The runtime shell: one loop for a single process and for a scale-out member.
+
+Read, decode, batch, hand the batch to the learner, write assignments, events and dead
+letters, count, checkpoint on the configured cadence; serve ``/metrics`` (and whatever routes
+other features add) and export the source lag. What "learning" means is the
+:class:`~streamkm.runtime.learner.Learner` strategy's business.
+
+Lifecycle: :meth:`Runtime.start`, then :meth:`Runtime.run` until :meth:`Runtime.request_stop`
+(a signal handler or another thread); ``run`` finishes the current batch, writes a final
+checkpoint and closes everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry
+
+from streamkm.decoding import RejectReason
+from streamkm.exceptions import CheckpointError, ParameterError
+from streamkm.logs import log_event
+from streamkm.runtime.http import HttpRouter, HttpServer, metrics_handler, start_http_server
+from streamkm.runtime.learner import Learned, Learner, RuntimeHook
+from streamkm.runtime.status import ServiceStatus
+from streamkm.service.batcher import Batch, Batcher
+from streamkm.service.checkpoint import Checkpoint, CheckpointStore
+from streamkm.service.config import ServiceConfig, config_hash
+from streamkm.service.config_diff import check_against_checkpoint
+from streamkm.service.preflight import metrics_bind_error
+from streamkm.service.metrics import ServiceMetrics
+from streamkm.service.wiring import build_decoder, build_sinks, build_source
+from streamkm.sinks import SinkSet
+from streamkm.sources import DynamicSource, Source, SourcePartition
+
+__all__ = ["Runtime"]
+
+_log = logging.getLogger("streamkm.service")
+
+
+class Runtime:
+    """One streamkm process running a learner strategy.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+        Validated configuration (paths already absolute).
+    learner : Learner
+        What the process does with its batches (local model, scale-out worker).
+    registry : CollectorRegistry, optional
+        Where metrics go (a private registry by default).
+    source : Source, optional
+        Overrides the configured source (embedding, tests).
+    serve_metrics : bool, optional
+        Start the HTTP listener; defaults to ``config.metrics.enabled``.
+
+    Attributes
+    ----------
+    status : ServiceStatus
+        Progress counters.
+    metrics : ServiceMetrics
+        The process's Prometheus metrics.
+    router : HttpRouter
+        The HTTP routes (``/metrics``); add routes before :meth:`start`.
+    http_server : HttpServer or None
+        The listener once started (``metrics_server`` is the same object).
+    """
+
+    def __init__(self, config: ServiceConfig, learner: Learner, *,
+                 registry: CollectorRegistry | None = None, source: Source | None = None,
+                 serve_metrics: bool | None = None, reset_model: bool = False) -> None:
+        self.config = config
+        self.learner = learner
+        #: ``streamkm run --reset-model``: start a fresh model over the latest checkpoint's
+        #: input and output positions (set ``model_was_reset`` once the learner did so).
+        self.reset_model = reset_model
+        self.model_was_reset = False
+        self.metrics = ServiceMetrics(registry)
+        self.metrics.init_reasons([r.value for r in RejectReason])
+        self.status = ServiceStatus(clusters=config.model.n_clusters)
+        self.config_hash = config_hash(config)
+        self.router = HttpRouter()
+        self.router.add("/metrics", metrics_handler(self.metrics.registry))
+        self.http_server: HttpServer | None = None
+        self.hooks: list[RuntimeHook] = []
+        self.parts: dict[str, SourcePartition] = {}
+        self.source: Source | None = source
+        self.dynamic: DynamicSource | None = None
+        self.sinks: SinkSet | None = None
+        self.store: CheckpointStore | None = None
+        self.batcher: Batcher | None = None
+        self._serve_metrics = config.metrics.enabled if serve_metrics is None else serve_metrics
+        self._stop = threading.Event()
+        self._batches_since_checkpoint = 0
+        self._last_checkpoint_time = time.monotonic()
+        self._dirty = False
+        self._started = False
+        learner.attach(self)
+
+    @property
+    def metrics_server(self) -> HttpServer | None:
+        """The HTTP listener (``url`` is the scrape URL)."""
+        return self.http_server
+
+    @property
+    def model(self) -> Any:
+        """The learner's current model (``None`` before it has one)."""
+        return self.learner.model  # type: ignore[attr-defined]
+
+    def add_hook(self, hook: RuntimeHook) -> None:
+        """Have ``hook`` observe this runtime."""
+        self.hooks.append(hook)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to finish the current batch, checkpoint and return."""
+        self._stop.set()
+
+    def wait_stop(self, seconds: float) -> bool:
+        """Sleep up to ``seconds`` unless a stop is requested; True once it is."""
+        return self._stop.wait(seconds)
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once :meth:`request_stop` was called."""
+        return self._stop.is_set()
+
+    def start(self) -> None:
+        """Build the parts, restore the latest checkpoint, listen, connect the learner."""
+        cfg = self.config
+        self.store = CheckpointStore(
+            cfg.checkpoint.dir, keep=cfg.checkpoint.keep,
+            on_corrupt=lambda _p, _e: self.metrics.checkpoint_corrupt.inc())
+        checkpoint = self.store.load_latest()
+        if checkpoint is not None:
+            # Refuses (ConfigError) a model-defining change unless --reset-model; logs the rest.
+            check_against_checkpoint(cfg, checkpoint.meta, str(checkpoint.path),
+                                     reset_model=self.reset_model)
+        self.sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
+        if self.source is None:
+            self.source = build_source(cfg.source, kafka=cfg.kafka, metrics=self.metrics)
+        if isinstance(self.source, DynamicSource):
+            self.dynamic = self.source
+        self.batcher = Batcher(
+            {}, build_decoder(cfg.decoding), dim=cfg.decoding.dim,
+            batch_size=cfg.batching.batch_size, max_wait_s=cfg.batching.max_wait_ms / 1000.0,
+            poll_interval_s=cfg.source.poll_interval_ms / 1000.0,
+            dtype=np.dtype(cfg.decoding.dtype))
+        if checkpoint is not None:
+            self._restore(checkpoint)
+        self.learner.open(checkpoint)
+        self.learner.refresh_status()
+        if self._serve_metrics:
+            try:
+                self.http_server = start_http_server(self.router, cfg.metrics.address,
+                                                     cfg.metrics.port)
+            except OSError as exc:  # one line naming the key and the fix (preflight.py)
+                self._started = True  # so that close() releases what was opened above
+                self.close(final_checkpoint=False)
+                raise metrics_bind_error(cfg.metrics.address, cfg.metrics.port, exc) from None
+            log_event(_log, "info", "metrics_listening", url=self.http_server.url,
+                      address=cfg.metrics.address, port=self.http_server.port)
+        self._started = True
+        if (checkpoint is None or self.model_was_reset) and self.learner.checkpoints_at_start:
+            # Outputs are only accountable once a checkpoint records their lengths: a
+            # service that cannot write its first one must not write any.
+            reason = "model_reset" if self.model_was_reset else "initial"
+            if not self.checkpoint(reason=reason):
+                self.close(final_checkpoint=False)
+                raise CheckpointError(
+                    f"cannot write the {reason} checkpoint in {str(cfg.checkpoint.dir)!r} "
+                    f"(see the checkpoint_failed log line): nothing was processed; make "
+                    f"[checkpoint] dir writable and start again")
+        if not self.learner.connect():
+            return  # stop requested before the learner could connect
+        if self.dynamic is not None:
+            self.dynamic.start(self.learner)
+        log_event(_log, "info", "service_started", partitions=sorted(self.parts),
+                  step=self.status.step, restored=checkpoint is not None,
+                  checkpoint=str(checkpoint.path) if checkpoint else None)
+        for hook in self.hooks:
+            hook.on_started(self)
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        if checkpoint.meta.get("config_hash") != self.config_hash:
+            log_event(_log, "warning", "config_changed_since_checkpoint",
+                      checkpoint=str(checkpoint.path))
+        self.status.restore_counters(checkpoint.counters)
+        # Checkpoint age is measured from the restored checkpoint, not from the epoch.
+        self.metrics.checkpoint_last_success_timestamp_seconds.set(
+            float(checkpoint.meta.get("created_unix", time.time())))
+        log_event(_log, "info", "checkpoint_restored", path=str(checkpoint.path),
+                  sequence=checkpoint.sequence, positions=checkpoint.positions,
+                  sink_positions=checkpoint.sink_positions)
+
+    def restore_sinks(self, checkpoint: Checkpoint) -> None:
+        """Bring every sink back to its position in ``checkpoint`` (a file sink truncates
+        what was written after it); a sink whose path changed is left alone."""
+        assert self.sinks is not None
+        for name, sink in self.sinks.named().items():
+            saved = checkpoint.sink_positions.get(name)
+            current = sink.position()
+            if saved is not None and saved.get("path") != current.get("path"):
+                log_event(_log, "warning", "sink_path_changed", sink=name,
+                          checkpoint_path=saved.get("path"), path=current.get("path"))
+                continue
+            sink.restore(saved)
+
+    def run(self) -> ServiceStatus:
+        """Process batches until a stop is requested; then checkpoint and close."""
+        if not self._started:
+            self.start()
+        assert self.batcher is not None
+        try:
+            while not self._stop.is_set():
+                self.learner.tick()
+                batch = self.batcher.collect(min_valid=self.learner.min_valid(),
+                                             wait=self._wait)
+                self._update_lag()
+                if batch is not None and batch.n_read and self.learner.accepts(batch):
+                    self.process(batch)
+                self._maybe_checkpoint()
+                if self.dynamic is not None:
+                    self.dynamic.poll(0.0)  # stay in the group; rebalance between batches
+        except BaseException:
+            # The model may be ahead of the committed positions: no final checkpoint.
+            self.close(final_checkpoint=False)
+            raise
+        self.close()
+        return self.status
+
+    def close(self, *, final_checkpoint: bool = True) -> None:
+        """Let the learner finish, write the final checkpoint (if anything changed) and
+        release everything."""
+        if not self._started:
+            return
+        self._started = False
+        try:
+            if final_checkpoint and self.learner.finish() and self._dirty:
+                self.checkpoint(reason="shutdown")
+        finally:
+            self.close_parts()
+            self.learner.release()
+            for closing in (self.dynamic, self.sinks, self.http_server):
+                if closing is not None:
+                    closing.close()
+            log_event(_log, "info", "service_stopped", step=self.status.step,
+                      records_accepted=self.status.records_accepted,
+                      records_rejected=self.status.records_rejected)
+            for hook in self.hooks:
+                hook.on_stopped(self)
+
+    # ------------------------------------------------------------------ partitions
+
+    def _wait(self, seconds: float) -> bool:
+        self.learner.tick()
+        if self.dynamic is None:
+            return self._stop.wait(seconds)
+        self.dynamic.poll(seconds)
+        return self._stop.is_set()
+
+    def close_parts(self) -> None:
+        """Close every partition being read (the batcher keeps them until
+        :meth:`use_parts`)."""
+        for part in self.parts.values():
+            part.close()
+        self.parts = {}
+
+    def use_parts(self, parts: dict[str, SourcePartition]) -> None:
+        """Read ``parts`` from now on; the batch being collected is dropped."""
+        assert self.batcher is not None
+        self.parts = dict(parts)
+        self.batcher.set_parts(dict(parts))
+
+    def read_parts(self, states: dict[str, dict[str, Any] | None]) -> list[str]:
+        """Close the partitions being read and read ``states``' instead, each from its
+        snapshot (``None``: fresh); returns the keys the source refused (revoked
+        meanwhile). The batch being collected is dropped."""
+        assert self.source is not None
+        self.close_parts()
+        parts, gone = {}, []
+        for key, state in states.items():
+            try:
+                parts[key] = self.source.build_part(key, state)
+            except ParameterError:
+                gone.append(key)
+        self.use_parts(parts)
+        return gone
+
+    def drop_part(self, key: str) -> None:
+        """Stop reading partition ``key`` (given up) and exporting its lag."""
+        part = self.parts.pop(key, None)
+        if part is not None:
+            part.close()
+        try:
+            self.metrics.source_lag.remove(key)
+        except KeyError:
+            pass
+
+    def _update_lag(self) -> None:
+        for key, part in self.parts.items():
+            lag = part.lag()
+            if lag is not None:
+                self.metrics.source_lag.labels(partition=key).set(lag)
+
+    # ------------------------------------------------------------------ batches
+
+    def process(self, batch: Batch) -> None:
+        """Hand ``batch`` to the learner and write its assignments, events and dead letters."""
+        assert self.sinks is not None
+        t0 = time.perf_counter()
+        learned = self.learner.learn(batch)
+        t_sinks = time.perf_counter()
+        self.status.model_seconds += t_sinks - t0
+        for entry in learned.side_events:
+            self.sinks.write_event(entry)
+        self.write_assignments(batch, learned)
+        self.record_events(learned.events)
+        rejected = self.sinks.write_dead_letters(batch.rejections)
+        self.sinks.flush()
+        self.status.sink_seconds += time.perf_counter() - t_sinks
+        self.status.count_batch(batch, rejected, self.metrics)
+        self.learner.processed(batch)
+        self._batches_since_checkpoint += 1
+        self._dirty = True
+        self.learner.refresh_status()
+        self.metrics.batch_processing_seconds.observe(time.perf_counter() - t0)
+        if rejected:
+            log_event(_log, "debug", "records_rejected", count=len(batch.rejections),
+                      reasons=rejected)
+        for hook in self.hooks:
+            hook.on_batch(self, batch, learned)
+
+    def write_assignments(self, batch: Batch, learned: Learned) -> None:
+        """Write the batch's assignments (if ``learned`` has them) and its objective."""
+        assert self.sinks is not None
+        if learned.cluster_ids is not None:
+            assert learned.step is not None
+            self.sinks.write_assignments(batch.records, batch.ids, learned.cluster_ids,
+                                         learned.sq_distances, learned.step)
+        if learned.objective is not None:
+            self.status.objective = float(learned.objective)
+            self.metrics.batch_objective.set(learned.objective)
+
+    def record_events(self, events: tuple[dict[str, Any], ...] | list[dict[str, Any]],
+                      **extra: Any) -> None:
+        """Count, write and log lifecycle events (``converged``, ``woke``, ``split``,
+        ``merge``); ``extra`` fields are added to the written entries."""
+        assert self.sinks is not None
+        m = self.metrics
+        for event in events:
+            kind = event["event"]
+            if kind in ("converged", "woke"):
+                m.model_transitions.labels(kind=kind).inc()
+            elif kind == "split":
+                m.cluster_splits.inc()
+                self.status.cluster_splits += 1
+            elif kind == "merge":
+                m.cluster_merges.inc()
+                self.status.cluster_merges += 1
+            if kind in ("split", "merge"):
+                self.status.cluster_events.append(dict(event))
+            entry = {**event, **extra}
+            self.sinks.write_event(entry)
+            name = "model_" + kind if kind in ("converged", "woke") else "cluster_" + kind
+            log_event(_log, "info", name, **{k: v for k, v in entry.items() if k != "event"})
+            for hook in self.hooks:
+                hook.on_event(self, entry)
+
+    def set_model_gauges(self, *, step: int, converged: bool, clusters: int) -> None:
+        """Status and gauges of the model this process uses now."""
+        self.status.step, self.status.converged, self.status.clusters = step, converged, clusters
+        self.metrics.model_steps.set(step)
+        self.metrics.model_converged.set(1 if converged else 0)
+        self.metrics.clusters.set(clusters)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def mark_dirty(self) -> None:
+        """Something a checkpoint should keep changed outside a batch."""
+        self._dirty = True
+
+    def _maybe_checkpoint(self) -> None:
+        if not self._dirty:
+            return
+        cfg = self.config.checkpoint
+        due_batches = (cfg.every_batches is not None
+                       and self._batches_since_checkpoint >= cfg.every_batches)
+        due_time = (cfg.every_seconds is not None
+                    and time.monotonic() - self._last_checkpoint_time >= cfg.every_seconds)
+        if due_batches or due_time:
+            self.checkpoint(reason="batches" if due_batches else "interval")
+
+    def checkpoint(self, *, reason: str = "manual") -> bool:
+        """Sync the sinks and write one checkpoint of the learner's state; ``False`` (logged,
+        counted) on failure or when the learner cannot checkpoint now."""
+        assert self.store is not None and self.sinks is not None
+        content = self.learner.checkpoint_content()
+        if content is None:
+            self._last_checkpoint_time = time.monotonic()
+            return False
+        t0 = time.perf_counter()
+        m = self.metrics
+        try:
+            sink_positions = self.sinks.sync()
+            path = self.store.write(
+                model_arrays=content.model_arrays, model_meta=content.model_meta,
+                positions=content.positions, sink_positions=sink_positions,
+                counters=self.status.counters(), config_hash=self.config_hash,
+                extra=content.extra, **content.sketch)
+        except (CheckpointError, OSError) as exc:
+            m.checkpoint_failures.inc()
+            log_event(_log, "error", "checkpoint_failed", reason=reason, error=str(exc))
+            self._last_checkpoint_time = time.monotonic()
+            for hook in self.hooks:
+                hook.on_checkpoint(self, reason, False)
+            return False
+        seconds = time.perf_counter() - t0
+        m.checkpoint_duration_seconds.observe(seconds)
+        m.checkpoints.inc()
+        m.checkpoint_last_success_timestamp_seconds.set(time.time())
+        self.status.checkpoints += 1
+        self.status.checkpoint_seconds += seconds
+        self._batches_since_checkpoint = 0
+        self._last_checkpoint_time = time.monotonic()
+        self._dirty = False
+        log_event(_log, "info", "checkpoint_written", path=str(path), reason=reason,
+                  step=self.status.step, seconds=round(seconds, 6))
+        self.learner.checkpointed(content)
+        for hook in self.hooks:
+            hook.on_checkpoint(self, reason, True)
+        return True

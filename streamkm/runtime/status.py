@@ -1,0 +1,70 @@
+"""A snapshot of a process's progress (status lines, tests, HTTP pages)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamkm.service.batcher import Batch
+from streamkm.service.metrics import ServiceMetrics
+
+__all__ = ["ServiceStatus"]
+
+
+@dataclass
+class ServiceStatus:
+    """Counts and timings of one process, updated by the runtime after every batch."""
+
+    records_read: int = 0
+    records_accepted: int = 0
+    records_rejected: int = 0
+    rejected_by_reason: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    step: int = 0
+    objective: float | None = None
+    converged: bool = False
+    clusters: int = 0
+    cluster_splits: int = 0
+    cluster_merges: int = 0
+    cluster_events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=100))
+    checkpoints: int = 0
+    read_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    model_seconds: float = 0.0
+    sink_seconds: float = 0.0
+    checkpoint_seconds: float = 0.0
+
+    def count_batch(self, batch: Batch, rejected: dict[str, int], metrics: ServiceMetrics
+                    ) -> None:
+        """Add a processed batch to the status and the metrics.
+
+        ``rejected`` holds the batch's dead-lettered records by reason.
+        """
+        for reason, n in rejected.items():
+            metrics.records_rejected.labels(reason=reason).inc(n)
+            self.rejected_by_reason[reason] = self.rejected_by_reason.get(reason, 0) + n
+        self.records_rejected += len(batch.rejections)
+        self.records_read += batch.n_read
+        self.records_accepted += batch.n_valid
+        self.batches += 1
+        self.read_seconds += batch.read_seconds
+        self.decode_seconds += batch.decode_seconds
+        metrics.records_read.inc(batch.n_read)
+        metrics.records_accepted.inc(batch.n_valid)
+        metrics.batches.inc()
+
+    def restore_counters(self, counters: dict[str, Any]) -> None:
+        """Continue the counts saved in a checkpoint (see :meth:`counters`)."""
+        self.records_read = int(counters.get("records_read", 0))
+        self.records_accepted = int(counters.get("records_accepted", 0))
+        self.rejected_by_reason = dict(counters.get("records_rejected_by_reason", {}))
+        self.records_rejected = sum(self.rejected_by_reason.values())
+        self.batches = int(counters.get("batches", 0))
+
+    def counters(self) -> dict[str, Any]:
+        """The counts a checkpoint keeps."""
+        return {"records_read": self.records_read, "records_accepted": self.records_accepted,
+                "records_rejected": self.records_rejected,
+                "records_rejected_by_reason": dict(self.rejected_by_reason),
+                "batches": self.batches, "model_steps": self.step}

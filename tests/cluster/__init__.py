@@ -1,0 +1,2 @@
+"""Tests of streamkm.cluster: the MiniBatchKernelKMeans engine (API, kernels, recursion,
+properties, quality)."""

@@ -1,0 +1,2 @@
+"""Tests of streamkm_connectors (connectors/): the file tailer, the Kafka source and sinks, and
+the service against a real broker."""

@@ -1,0 +1,1 @@
+"""Runs the documentation's examples: docstring Examples sections and marked README code blocks."""

@@ -1,0 +1,123 @@
+"""Running ``streamkm`` as a real process in the tests, and watching what it does.
+
+Start it with :func:`start_service` (or the ``service_process`` fixture of
+``tests/conftest.py``, which also kills it at teardown), wait on files and logs with
+:func:`wait_until`, read its JSON log with :func:`log_events`, its metrics with
+:func:`scrape`, and stop it with :func:`stop` (SIGTERM, graceful) or :func:`kill`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+#: The ``service_process`` fixture: ``(config, log, *, command, args, cwd) -> Popen``.
+ServiceStarter = Callable[..., subprocess.Popen[bytes]]
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_service(config: Path, log: Path, *, command: str = "run",
+                  args: Sequence[str] = (), cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """``python -m streamkm.cli <command> -c <config> <args>`` (in ``cwd``) with its stderr
+    (the JSON log) appended to ``log``; returns at once."""
+    with open(log, "ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streamkm.cli", command, "-c", str(config), *args],
+            stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
+
+
+def count_lines(path: Path) -> int:
+    """Newline-terminated lines in ``path`` (0 while it does not exist)."""
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
+               procs: Sequence[subprocess.Popen[bytes]] = (),
+               interval: float = 0.02) -> None:
+    """Poll ``predicate`` until it is true; fail naming ``what`` after ``timeout`` seconds,
+    or as soon as one of ``procs`` has exited."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        for proc in procs:
+            assert proc.poll() is None, (f"service exited early with code {proc.returncode} "
+                                         f"while waiting for {what}")
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(interval)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> int:
+    """SIGTERM (the graceful stop: final checkpoint and commit); the exit code. Kills the
+    process and raises if it does not exit within ``timeout`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL (a crash) if still running, and reap it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def log_events(log: Path) -> list[dict[str, Any]]:
+    """The JSON log lines of a service log (other lines are ignored)."""
+    events = []
+    try:
+        text = log.read_text()
+    except FileNotFoundError:
+        return []
+    for line in text.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def count_events(log: Path, name: str, **fields: Any) -> int:
+    """Log events named ``name`` whose fields include ``fields``."""
+    return sum(1 for e in log_events(log) if e.get("event") == name
+               and all(e.get(k) == v for k, v in fields.items()))
+
+
+def metrics_url(log: Path) -> str | None:
+    """The metrics endpoint the service logged (``None`` before it listens)."""
+    for event in log_events(log):
+        if event.get("event") == "metrics_listening":
+            return str(event["url"])
+    return None
+
+
+def scrape(url: str) -> dict[str, float]:
+    """``{"name{labels}": value}`` of a Prometheus text page."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()  # noqa: S310 (loopback)
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values

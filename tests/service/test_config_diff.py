@@ -1,0 +1,76 @@
+"""The configuration stored in a checkpoint against the current one: which differences
+define the model (refuse) and which are harmless (apply and log)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamkm import MiniBatchKernelKMeans
+from streamkm.exceptions import ConfigError
+from streamkm.service.config import config_from_mapping
+from streamkm.service.config_diff import (
+    check_against_checkpoint,
+    checkpoint_config,
+    compare_configs,
+    is_model_defining,
+)
+from streamkm.service.config_view import flatten_config
+
+pytestmark = pytest.mark.unit
+
+RAW = {"source": {"paths": ["in.jsonl"]}, "decoding": {"dim": 2},
+       "model": {"n_clusters": 3, "tau": 50}, "batching": {"batch_size": 64}}
+
+
+def flat(**sections: dict) -> dict:
+    raw = {**RAW, **{k: {**RAW.get(k, {}), **v} for k, v in sections.items()}}
+    return flatten_config(config_from_mapping(raw, base_dir=Path("/srv")))
+
+
+@pytest.mark.parametrize(("key", "defining"), [
+    ("model.n_clusters", True), ("model.gamma", True), ("model.tol", True),
+    ("batching.batch_size", True), ("decoding.dim", True), ("decoding.dtype", True),
+    ("sketch.kind", True), ("sketch.eps", True), ("drift.k_max", True),
+    ("sketch.resketch_every", False), ("sketch.resketch_on_drift", False),
+    ("batching.max_wait_ms", False), ("decoding.x_field", False), ("source.paths", False),
+    ("sinks.assignments", False), ("metrics.port", False), ("checkpoint.keep", False),
+    ("kafka.bootstrap_servers", False), ("logging.level", False), ("scaleout.enabled", False),
+])
+def test_classification(key: str, defining: bool) -> None:
+    assert is_model_defining(key) is defining
+
+
+def test_diff_lines_split_by_kind() -> None:
+    diff = compare_configs(flat(), flat(model={"n_clusters": 5, "gamma": 0.5},
+                                        batching={"max_wait_ms": 100.0},
+                                        metrics={"port": 0}))
+    assert diff.model_defining == ["model.gamma: checkpoint unset, config 0.5",
+                                   "model.n_clusters: checkpoint 3, config 5"]
+    assert diff.harmless == ["batching.max_wait_ms: checkpoint 500.0, config 100.0",
+                             "metrics.port: checkpoint 9108, config 0"]
+    assert not compare_configs(flat(), flat())
+
+
+def test_switching_a_section_on_shows_the_switch_only() -> None:
+    diff = compare_configs(flat(), flat(drift={"enabled": True, "k_max": 6}))
+    assert diff.model_defining == ["drift.enabled: checkpoint False, config True"]
+
+
+def test_older_checkpoint_compared_on_the_model_parameters() -> None:
+    model = MiniBatchKernelKMeans(n_clusters=3, tau=50, batch_size=64, random_state=0)
+    model.partial_fit(np.random.default_rng(0).normal(size=(64, 2)))
+    _arrays, model_meta = model.get_state()
+    meta = {"model": model_meta}  # no "config": written before it was stored
+    stored, complete = checkpoint_config(meta)
+    assert not complete and stored["model.n_clusters"] == 3 and stored["decoding.dim"] == 2
+    config = config_from_mapping({**RAW, "model": {"n_clusters": 4, "tau": 50}})
+    with pytest.raises(ConfigError, match="model.n_clusters: checkpoint 3, config 4"):
+        check_against_checkpoint(config, meta, "old.npz")
+    # a harmless change cannot be listed, and does not refuse
+    same = config_from_mapping({**RAW, "batching": {"batch_size": 64, "max_wait_ms": 10.0}})
+    assert not check_against_checkpoint(same, meta, "old.npz")
+    # --reset-model accepts the change
+    assert check_against_checkpoint(config, meta, "old.npz", reset_model=True).model_defining

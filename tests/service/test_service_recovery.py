@@ -1,0 +1,188 @@
+"""Kill -9 recovery and graceful SIGTERM of the real service process.
+
+The service runs as a subprocess (``python -m streamkm.cli run -c ...``) on a file of known
+records with bad ones mixed in. It is killed with SIGKILL at seeded random points and
+restarted; at the end the model must equal an uninterrupted run's, bit for bit, and every
+valid record must have affected it exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamkm import MiniBatchKernelKMeans
+from streamkm.service.checkpoint import CheckpointStore
+from tests.helpers.processes import count_lines, kill, start_service, stop, wait_until
+
+pytestmark = pytest.mark.integration
+
+N_VALID = 6000
+DIM = 3
+BAD_LINES = [b'{"id": "x", "x": [1, 2', b'{"x": [1.0, 2.0]}', b'{"x": [NaN, 0, 0]}',
+             b"\x00\x01\x02garbage", b"", b'{"x": [1e300, 0, 0]}', b"\xff\xfe{}"]
+
+
+def write_input(path: Path, seed: int = 3) -> tuple[list[str], int]:
+    rng = np.random.default_rng(seed)
+    centers = np.array([[0, 0, 0], [4, 4, 0], [0, 4, 4], [4, 0, 4]], dtype=float)
+    ids, n_bad, lines = [], 0, []
+    for i in range(N_VALID):
+        x = centers[i % 4] + rng.normal(0, 0.6, DIM)
+        ids.append(f"r{i}")
+        lines.append(json.dumps({"id": f"r{i}", "x": x.tolist()}).encode())
+        if i % 97 == 13:
+            lines.append(BAD_LINES[n_bad % len(BAD_LINES)])
+            n_bad += 1
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return ids, n_bad
+
+
+def write_config(folder: Path, data: Path) -> Path:
+    config = folder / "streamkm.toml"
+    config.write_text(f"""
+[source]
+paths = ["{data}"]
+poll_interval_ms = 5
+[decoding]
+dim = {DIM}
+[model]
+n_clusters = 4
+tau = 60
+n_init = 2
+random_state = 11
+[batching]
+batch_size = 128
+max_wait_ms = 300
+[checkpoint]
+dir = "ck"
+every_batches = 4
+every_seconds = 3600
+keep = 3
+[sinks]
+assignments = "out/assignments.jsonl"
+events = "out/events.jsonl"
+dead_letter = "out/dead.jsonl"
+[metrics]
+enabled = false
+[logging]
+level = "info"
+""")
+    return config
+
+
+def final_model(folder: Path) -> tuple[MiniBatchKernelKMeans, dict]:
+    ckpt = CheckpointStore(folder / "ck").load_latest()
+    assert ckpt is not None and ckpt.model_meta is not None
+    return MiniBatchKernelKMeans.from_state(ckpt.model_arrays, ckpt.model_meta), ckpt.meta
+
+
+def run_to_end(folder: Path, config: Path, n_valid: int) -> None:
+    proc = start_service(config, folder / "service.log")
+    try:
+        wait_until(lambda: count_lines(folder / "out" / "assignments.jsonl") >= n_valid,
+                   90, "every record assigned", [proc])
+        assert stop(proc) == 0
+    finally:
+        kill(proc)
+
+
+@pytest.mark.slow
+def test_sigkill_recovery_is_exactly_once(tmp_path: Path, service_process) -> None:
+    data = tmp_path / "in.jsonl"
+    ids, n_bad = write_input(data)
+
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    run_to_end(reference, write_config(reference, data), N_VALID)
+
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    config = write_config(crashed, data)
+    assignments = crashed / "out" / "assignments.jsonl"
+    rng = np.random.default_rng(2024)
+    kills = 0
+    for round_ in range(4):
+        proc = service_process(config, crashed / "service.log")
+        try:
+            if round_ == 0:
+                time.sleep(float(rng.uniform(0.05, 0.4)))  # likely before the first batch
+            else:
+                done = count_lines(assignments)
+                target = done + int(rng.integers(1, (N_VALID - done) // 3))
+                wait_until(lambda: count_lines(assignments) >= target, 90,
+                           f"{target} assignments", [proc], interval=0.005)
+                time.sleep(float(rng.uniform(0, 0.02)))
+        finally:
+            kill(proc)
+        kills += 1
+    assert kills == 4
+    run_to_end(crashed, config, N_VALID)
+
+    expected, meta_expected = final_model(reference)
+    got, meta_got = final_model(crashed)
+    assert int(got.counts_.sum()) == N_VALID
+    assert int(expected.counts_.sum()) == N_VALID
+    arrays_expected, model_meta_expected = expected.get_state()
+    arrays_got, model_meta_got = got.get_state()
+    assert set(arrays_got) == set(arrays_expected)
+    for name in arrays_expected:
+        np.testing.assert_array_equal(arrays_got[name], arrays_expected[name], err_msg=name)
+    assert model_meta_got == model_meta_expected
+    assert meta_got["counters"]["records_accepted"] == N_VALID
+    assert meta_got["counters"]["records_rejected"] == n_bad
+
+    # File sinks are exactly-once: every valid id once, every bad record quarantined once.
+    out = [json.loads(line) for line in assignments.read_text().splitlines()]
+    assert sorted(rec["id"] for rec in out) == sorted(ids)
+    assert count_lines(crashed / "out" / "dead.jsonl") == n_bad
+    reference_out = (reference / "out" / "assignments.jsonl").read_text()
+    assert assignments.read_text() == reference_out
+
+
+@pytest.mark.slow
+def test_sigterm_finishes_batch_checkpoints_and_exits_0(tmp_path: Path,
+                                                       service_process) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_bytes(b"")
+    config = write_config(tmp_path, data)
+    stop_writer = threading.Event()
+
+    def writer() -> None:
+        rng = np.random.default_rng(5)
+        i = 0
+        with open(data, "ab") as fh:
+            while not stop_writer.is_set():
+                rows = rng.normal(size=(50, DIM))
+                fh.write(b"".join(json.dumps({"id": i + j, "x": r.tolist()}).encode() + b"\n"
+                                  for j, r in enumerate(rows)))
+                fh.flush()
+                i += len(rows)
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    proc = service_process(config, tmp_path / "service.log")
+    try:
+        wait_until(lambda: count_lines(tmp_path / "out" / "assignments.jsonl") >= 1000, 60,
+                   "1000 assignments", [proc])
+        assert stop(proc) == 0
+    finally:
+        stop_writer.set()
+        thread.join()
+    ckpt = CheckpointStore(tmp_path / "ck").load_latest()
+    assert ckpt is not None
+    n_out = count_lines(tmp_path / "out" / "assignments.jsonl")
+    assert int(ckpt.model_arrays["counts"].sum()) == ckpt.counters["records_accepted"] == n_out
+    assert ckpt.sink_positions["assignments"]["bytes"] == os.path.getsize(
+        tmp_path / "out" / "assignments.jsonl")
+    events = [json.loads(line) for line in (tmp_path / "service.log").read_text().splitlines()]
+    names = [e["event"] for e in events]
+    assert names[-2:] == ["checkpoint_written", "service_stopped"]
+    assert events[-2]["reason"] in ("shutdown", "batches")

@@ -1,0 +1,159 @@
+"""Kernel registry, gamma rules, and seed 002's graph kernels against plain numpy references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from streamkm import MiniBatchKernelKMeans
+from streamkm.batch import KernelKMeans
+from streamkm.exceptions import ParameterError
+from streamkm.kernels import (
+    KERNELS, KernelSpec, KernelType, build_kernel, get_kernel_type, kernel_names, register,
+    resolve_gamma,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _points(n=120, d=3, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d))
+
+
+def _knn_reference(x, k):
+    """D^-1 A D^-1 of the symmetrised k-nn graph with self loops, dense numpy."""
+    dist = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    r2 = np.sort(dist, axis=1)[:, k]  # k-th other row (index 0 is the row itself)
+    adj = (dist <= np.maximum(r2[:, None], r2[None, :])).astype(float)
+    deg = adj.sum(1)
+    return adj / np.outer(deg, deg), adj, deg
+
+
+def test_registry_lists_every_kernel_with_traits():
+    assert set(KERNELS) == {"rbf", "laplacian", "polynomial", "cosine", "linear", "knn", "heat"}
+    assert get_kernel_type("rbf").normalized and get_kernel_type("rbf").shift_invariant
+    assert get_kernel_type("linear").explicit_features
+    assert get_kernel_type("knn").fitted and not get_kernel_type("knn").needs_gamma
+    with pytest.raises(ParameterError, match="'nope'"):
+        get_kernel_type("nope")
+
+
+def test_a_new_kernel_is_one_registered_class():
+    @register
+    class Scaled(KernelType):
+        name = "test-scaled-linear"
+        explicit_features = True
+
+        def block(self, params, x, y, x_sq, y_sq):
+            return 2.0 * (x @ y.T)
+
+        def diagonal(self, params, x):
+            return 2.0 * np.einsum("ij,ij->i", x, x)
+
+    try:
+        assert "test-scaled-linear" in kernel_names()
+        x = _points(60)
+        model = MiniBatchKernelKMeans(2, kernel="test-scaled-linear", batch_size=30,
+                                      random_state=0).fit(x)
+        assert model.predict(x).shape == (60,)
+    finally:
+        from streamkm.kernels import _registry
+
+        _registry._REGISTRY.pop("test-scaled-linear")
+
+
+def test_gamma_rules_and_errors():
+    x = _points(200)
+    rng = np.random.default_rng(0)
+    kind = get_kernel_type("rbf")
+    median = resolve_gamma(kind, "median", x, rng, 2)
+    assert resolve_gamma(kind, "auto", x, np.random.default_rng(0), 2) == median
+    eigengap = resolve_gamma(kind, "eigengap", x, np.random.default_rng(0), 2)
+    assert any(eigengap == pytest.approx(median * 2.0 ** j) for j in range(7))
+    assert resolve_gamma(kind, 0.5, x, rng, 2) == 0.5
+    for bad in ("wide", -1.0, 0.0, float("nan"), True):
+        with pytest.raises(ParameterError, match="gamma"):
+            resolve_gamma(kind, bad, x, rng, 2)
+
+
+def test_auto_gamma_round_trips_through_the_state(tmp_path):
+    x = _points(400)
+    model = MiniBatchKernelKMeans(3, gamma="eigengap", batch_size=100, max_iter=5,
+                                  random_state=1).fit(x)
+    assert model.gamma_ > 0
+    model.save(tmp_path / "m.npz")
+    back = MiniBatchKernelKMeans.load(tmp_path / "m.npz")
+    assert back.gamma_ == model.gamma_
+    np.testing.assert_array_equal(back.predict(x), model.predict(x))
+
+
+def test_knn_kernel_is_exact_on_the_landmarks():
+    x = _points(150)
+    spec = build_kernel("knn", None, sample=x, rng=np.random.default_rng(0), n_clusters=2,
+                        kernel_params={"n_neighbors": 7})
+    xp = spec.prepare(x)
+    ref, _, _ = _knn_reference(x, 7)
+    np.testing.assert_allclose(spec.block(xp, xp), ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(spec.diagonal(xp), np.diag(ref), rtol=1e-12)
+
+
+def test_knn_out_of_sample_row_joins_like_a_landmark():
+    x = _points(150)
+    spec = build_kernel("knn", None, sample=x, rng=np.random.default_rng(0), n_clusters=2,
+                        kernel_params={"n_neighbors": 7})
+    new = _points(5, seed=9)
+    both = np.vstack([x, new])
+    # reference: the new rows' radius from the landmarks only, the rule applied to the pair
+    dist = ((new[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    r2_new = np.sort(dist, axis=1)[:, 7]
+    _, adj, deg = _knn_reference(x, 7)
+    r2_l = np.sort(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1), axis=1)[:, 7]
+    joined = dist <= np.maximum(r2_new[:, None], r2_l[None, :])
+    expected = joined / np.outer(joined.sum(1), deg)
+    got = spec.block(spec.prepare(new), spec.prepare(x))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    assert both.shape[0] == 155
+
+
+def test_heat_kernel_is_exact_on_the_landmarks():
+    x = _points(120)
+    spec = build_kernel("heat", None, sample=x, rng=np.random.default_rng(0), n_clusters=2,
+                        kernel_params={"n_neighbors": 6, "t": 3.0})
+    _, adj, deg = _knn_reference(x, 6)
+    lap = np.eye(len(x)) - adj / np.sqrt(np.outer(deg, deg))
+    ref = scipy.linalg.expm(-3.0 * lap)
+    xp = spec.prepare(x)
+    # eigenpairs with |lambda| <= 1e-6 are left out of prepared rows: bounded by exp(-t)
+    np.testing.assert_allclose(spec.block(xp, xp), ref, atol=1e-6)
+    assert spec.fitted.truncation == 0.0
+
+
+@pytest.mark.parametrize("kernel", ["knn", "heat"])
+def test_graph_kernels_fit_predict_partial_fit_and_state(kernel, tmp_path):
+    x = _points(300)
+    model = MiniBatchKernelKMeans(3, kernel=kernel, batch_size=100, max_iter=10,
+                                  random_state=0).fit(x)
+    labels = model.predict(x)
+    assert labels.shape == (300,) and set(labels) <= {0, 1, 2}
+    new = _points(40, seed=5)
+    model.partial_fit(new)
+    model.save(tmp_path / "g.npz")
+    back = MiniBatchKernelKMeans.load(tmp_path / "g.npz")
+    np.testing.assert_array_equal(back.predict(new), model.predict(new))
+    streaming = MiniBatchKernelKMeans(3, kernel=kernel, random_state=0)
+    streaming.partial_fit(x[:150]).partial_fit(x[150:])
+    assert streaming.predict(new).shape == (40,)
+
+
+def test_exact_kernel_kmeans_accepts_graph_kernels():
+    x = _points(200)
+    model = KernelKMeans(2, kernel="knn", n_init=2, random_state=0).fit(x)
+    np.testing.assert_array_equal(model.predict(x), model.labels_)
+
+
+def test_kernel_params_are_checked():
+    with pytest.raises(ParameterError, match="n_neighbors"):
+        KernelSpec("knn", options={"n_neighbors": 0})
+    with pytest.raises(ParameterError, match="unknown"):
+        KernelSpec("knn", options={"k": 3})

@@ -1,0 +1,128 @@
+"""Quality out of the box (issue 15): randomized SVD, the SVD sketch vs scikit-learn, the
+early-stop rule, and ARI floors of the defaults. Sizes are bounded; longer ones are slow."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.decomposition import TruncatedSVD
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+from streamkm import MiniBatchKernelKMeans
+from streamkm.cluster._monitor import ConvergenceMonitor
+from streamkm.sketch import ApproxSVD
+from streamkm._randomized_svd import randomized_svd
+
+pytestmark = pytest.mark.unit
+
+_spec = importlib.util.spec_from_file_location(
+    "_quality_data", Path(__file__).resolve().parents[1] / "benchmarks" / "_quality_data.py")
+quality_data = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(quality_data)
+
+
+class _NoDense(sp.csr_matrix):
+    """A CSR matrix that refuses to be densified."""
+
+    def toarray(self, *args, **kwargs):  # pragma: no cover - must not be called
+        raise AssertionError("sparse input was densified")
+
+    todense = toarray
+
+    def __array__(self, *args, **kwargs):  # pragma: no cover - must not be called
+        raise AssertionError("sparse input was densified")
+
+
+def test_randomized_svd_matches_numpy_on_sparse_input_without_densifying():
+    rng = np.random.default_rng(0)
+    # sparse factors: an exactly rank-8 matrix with about 30% nonzeros
+    u = np.where(rng.random((300, 8)) < 0.2, rng.normal(size=(300, 8)), 0.0)
+    v = np.where(rng.random((200, 8)) < 0.2, rng.normal(size=(200, 8)), 0.0)
+    dense = (u * np.array([50, 40, 30, 20, 10, 5, 3, 2])) @ v.T
+    x = _NoDense(sp.csr_matrix(dense))
+    s, vt = randomized_svd(x, 4, width=14, n_power_iter=4, rng=np.random.default_rng(1))
+    _, s_ref, vt_ref = np.linalg.svd(dense, full_matrices=False)
+    np.testing.assert_allclose(s, s_ref[:4], rtol=1e-8)
+    np.testing.assert_allclose(np.abs(vt @ vt_ref[:4].T), np.eye(4), atol=1e-6)
+
+
+def test_power_iterations_sharpen_the_subspace():
+    x, _ = quality_data.planted_topics(600, 6, 2000, seed=0)
+    _, s_ref, _ = np.linalg.svd(x.toarray(), full_matrices=False)
+    captured = []
+    for n_iter in (0, 4):
+        _, vt = randomized_svd(x, 6, width=12, n_power_iter=n_iter, rng=np.random.default_rng(0))
+        captured.append(np.linalg.norm(x @ vt.T) ** 2)
+    assert captured[1] > captured[0]
+    assert captured[1] >= 0.99 * float((s_ref[:6] ** 2).sum())
+
+
+def test_approx_svd_sketch_clusters_sparse_text_like_truncated_svd():
+    x, labels = quality_data.planted_topics(2000, 8, 4000, seed=3)
+    r = 8
+    scores = {}
+    for name, reducer in (("ours", ApproxSVD(r, random_state=0)),
+                          ("sklearn", TruncatedSVD(r, random_state=0))):
+        features = reducer.fit_transform(x)
+        model = MiniBatchKernelKMeans(8, kernel="linear", batch_size=500, n_init=3,
+                                      random_state=0).fit(features)
+        scores[name] = normalized_mutual_info_score(labels, model.predict(features))
+    assert scores["ours"] >= 0.95 * scores["sklearn"], scores
+
+
+def test_monitor_converges_on_a_plateau_and_not_while_improving():
+    monitor = ConvergenceMonitor(tol=1e-3, patience=10, wake_margin=0.1, smoothing=0.2)
+    events = [monitor.observe(1.0 / (1 + 0.05 * i), 0.01) for i in range(40)]
+    assert "converged" not in events  # the smoothed objective keeps making new minima
+    plateau = [monitor.observe(0.3 + 1e-5 * ((-1) ** i), 0.001) for i in range(60)]
+    assert "converged" in plateau
+
+
+def test_monitor_hysteresis_stops_flapping_on_a_drifting_stream():
+    monitor = ConvergenceMonitor(tol=1e-3, patience=5, wake_margin=0.1, smoothing=0.5)
+    level = 1.0
+    flips = 0
+    for i in range(2000):
+        # drift: every 60 batches the objective jumps 30% above its plateau
+        objective = level * (1.3 if monitor.converged and i % 60 < 5 else 1.0)
+        flips += monitor.observe(objective, None if monitor.converged else 0.0) is not None
+    woke = monitor.n_woke
+    assert woke <= 8, woke  # without hysteresis it wakes every 60 batches (~33 times)
+    restored = ConvergenceMonitor(1e-3, 5, 0.1, 0.5)
+    restored.load_dict(monitor.to_dict())
+    assert restored.to_dict() == monitor.to_dict()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", ["moons", "circles"])
+def test_heat_kernel_separates_non_convex_clusters(make):
+    """The documented recipe for non-convex clusters: kernel="heat", other parameters default
+    (rbf kernel k-means cannot: docs/kernels.md)."""
+    from sklearn.datasets import make_circles, make_moons
+
+    hits = 0
+    for seed in range(3):
+        if make == "moons":
+            x, y = make_moons(4000, noise=0.05, random_state=seed)
+        else:
+            x, y = make_circles(2000, factor=0.5, noise=0.05, random_state=seed)
+        model = MiniBatchKernelKMeans(2, kernel="heat", random_state=seed).fit(x)
+        hits += adjusted_rand_score(y, model.predict(x)) >= 0.95
+    assert hits >= 3
+
+
+@pytest.mark.slow
+def test_eigengap_gamma_is_no_worse_than_the_median_heuristic_on_blobs():
+    from sklearn.datasets import make_blobs
+
+    auto, median = [], []
+    for seed in range(3):
+        x, y = make_blobs(2000, centers=5, random_state=seed)
+        for store, gamma in ((auto, "eigengap"), (median, "median")):
+            model = MiniBatchKernelKMeans(5, gamma=gamma, random_state=seed).fit(x)
+            store.append(adjusted_rand_score(y, model.predict(x)))
+    assert np.median(auto) >= np.median(median) - 0.02, (auto, median)
