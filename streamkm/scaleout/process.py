@@ -11,6 +11,7 @@ from streamkm.runtime.shell import Runtime
 from streamkm.scaleout.transport import ScaleoutTransport
 from streamkm.scaleout.worker import ScaleoutWorker
 from streamkm.service.config import ServiceConfig
+from streamkm.view.hook import install_cluster_view
 
 __all__ = ["ScaleoutService"]
 
@@ -41,6 +42,7 @@ class ScaleoutService(Runtime):
                                  f"source.kind={config.source.kind!r}")
         super().__init__(config, ScaleoutWorker(config, transport), registry=registry,
                          serve_metrics=serve_metrics)
+        self.cluster_view = install_cluster_view(self)  # this member's records, global model
 
     @property
     def member(self) -> str:

@@ -469,6 +469,13 @@ class MetricsConfig(_Section):
     port: int = Field(default=9108, ge=0, le=65535)
 
 
+class UiConfig(_Section):
+    """The live cluster view (``GET /`` and ``GET /api/clusters`` on the metrics listener)."""
+
+    enabled: bool = True
+    sample_size: int = Field(default=2000, ge=10, le=100_000)
+
+
 class LoggingConfig(_Section):
     """Structured logs: one JSON object per line on stderr."""
 
@@ -488,6 +495,7 @@ class ServiceConfig(_Section):
     checkpoint: CheckpointConfig = CheckpointConfig()
     sinks: SinksConfig = SinksConfig()
     metrics: MetricsConfig = MetricsConfig()
+    ui: UiConfig = UiConfig()
     logging: LoggingConfig = LoggingConfig()
     sketch: SketchConfig = SketchConfig()
     drift: DriftConfig = DriftConfig()

@@ -13,6 +13,7 @@ from streamkm.runtime.shell import Runtime
 from streamkm.runtime.status import ServiceStatus
 from streamkm.service.config import ServiceConfig
 from streamkm.sources import Source
+from streamkm.view.hook import install_cluster_view
 
 __all__ = ["Service", "ServiceStatus"]
 
@@ -40,3 +41,4 @@ class Service(Runtime):
                  reset_model: bool = False) -> None:
         super().__init__(config, LocalLearner(config), registry=registry, source=source,
                          serve_metrics=serve_metrics, reset_model=reset_model)
+        self.cluster_view = install_cluster_view(self)

@@ -15,7 +15,7 @@ import numpy as np
 from streamkm.exceptions import ConfigError
 from streamkm.view.cluster_view import ClusterView
 
-__all__ = ["cluster_view_of", "render_png"]
+__all__ = ["checkpoint_view", "cluster_view_of", "render_png"]
 
 #: The page's palette, so a PNG and the live page colour a cluster alike.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -78,3 +78,53 @@ def render_png(doc: dict[str, Any], path: str | Path, *, title: str | None = Non
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def checkpoint_view(directory: str | Path, *, data: str | Path | None = None,
+                    max_points: int = 5000) -> tuple[dict[str, Any], str]:
+    """The cluster-view document of the newest valid checkpoint in ``directory``.
+
+    With ``data`` (JSON lines or CSV, decoded like the service decodes them: ``.csv`` files
+    as CSV with a header, anything else as JSON lines) the model assigns those records;
+    without it the picture shows the rows the model keeps (each center's support rows: the
+    recent records it is made of). Returns the document and a title.
+    """
+    from streamkm.service.config import DecodingConfig
+    from streamkm.service.model_export import latest_valid_checkpoint, model_from_checkpoint
+    from streamkm.service.wiring import build_decoder
+    from streamkm.sources import RawRecord
+
+    checkpoint = latest_valid_checkpoint(directory)
+    model = model_from_checkpoint(checkpoint)
+    engine = getattr(model, "model_", model)
+    step = int(engine.n_steps_)
+    if data is not None:
+        path = Path(data)
+        csv = path.suffix.lower() == ".csv"
+        dim = int(getattr(model, "n_features_in_", engine.n_features_in_))
+        decoder = build_decoder(DecodingConfig(format="csv" if csv else "json", dim=dim,
+                                               csv_header=csv))
+        lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+        records = [RawRecord(value=line, key=None, position={"line": i})
+                   for i, line in enumerate(lines)]
+        rows, _ids, _accepted, rejections = decoder.decode_many(records)
+        if rows.shape[0] == 0:
+            raise ConfigError(f"no record of {str(path)!r} could be decoded "
+                              f"({len(rejections)} rejected)")
+        sq = np.asarray(model.transform(rows))
+        labels = np.argmin(sq, axis=1)
+        cluster_ids = engine.cluster_ids_[labels]
+        title = f"{path.name}: {rows.shape[0]} records at step {step}"
+        return cluster_view_of(rows, cluster_ids, sq[np.arange(len(labels)), labels],
+                               step=step, max_points=max_points), title
+    arrays, _meta = engine.get_state()
+    if "support_rows" not in arrays:
+        raise ConfigError("this model keeps explicit centroids and no support rows (linear "
+                          "kernel): give records to draw with --data FILE")
+    rows = arrays["support_rows"]
+    offsets = arrays["support_offsets"]
+    labels = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    sq = np.asarray(engine.transform(rows))[np.arange(len(labels)), labels]
+    title = f"support rows of the model at step {step} ({checkpoint.path.name})"
+    return cluster_view_of(rows, engine.cluster_ids_[labels], sq, step=step,
+                           max_points=max_points), title
