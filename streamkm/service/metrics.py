@@ -61,6 +61,10 @@ class ServiceMetrics:
             registry=r)
         self.clusters = Gauge(
             "streamkm_clusters", "Number of clusters in the model.", registry=r)
+        self.cluster_records = Gauge(
+            "streamkm_cluster_records",
+            "Records assigned to each current cluster (stable id) over the last 10 batches; "
+            "series of clusters that no longer exist are removed.", ["cluster"], registry=r)
         self.cluster_splits = Counter(
             "streamkm_cluster_splits",
             "Clusters split in two by drift handling (re-bisection of a drifting cluster).",

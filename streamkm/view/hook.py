@@ -18,6 +18,7 @@ from streamkm.logs import log_event
 from streamkm.runtime.http import HttpRequest, HttpResponse
 from streamkm.runtime.learner import Learned, RuntimeHook
 from streamkm.view.cluster_view import ClusterView
+from streamkm.view.sizes import RecentClusterSizes
 
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime
@@ -30,8 +31,21 @@ PAGE_PATH = "/"
 API_PATH = "/api/clusters"
 
 
+class ClusterSizesHook(RuntimeHook):
+    """Exports ``streamkm_cluster_records{cluster}`` (see :mod:`streamkm.view.sizes`)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.sizes = RecentClusterSizes(runtime.metrics.cluster_records)
+
+    def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
+        if learned.cluster_ids is not None:
+            self.sizes.observe(learned.cluster_ids)
+
+
 def install_cluster_view(runtime: Runtime) -> ClusterViewHook | None:
-    """Serve the live view on ``runtime``'s listener when ``[ui] enabled`` (the default)."""
+    """Export per-cluster record counts, and serve the live view on ``runtime``'s listener
+    when ``[ui] enabled`` (the default)."""
+    runtime.add_hook(ClusterSizesHook(runtime))
     ui = runtime.config.ui
     if not ui.enabled:
         return None

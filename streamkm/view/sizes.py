@@ -36,11 +36,18 @@ class RecentClusterSizes:
         self._batches: deque[dict[int, int]] = deque(maxlen=window)
         self._exported: set[int] = set()
 
-    def observe(self, cluster_ids: np.ndarray, current_ids: Iterable[int]) -> dict[int, int]:
-        """Count one batch's assignments; return the window's count per current cluster."""
+    def observe(self, cluster_ids: np.ndarray, current_ids: Iterable[int] | None = None
+                ) -> dict[int, int]:
+        """Count one batch's assignments; return the window's count per current cluster.
+
+        ``current_ids``: the model's clusters now; None means the clusters assigned to in
+        the window (a cluster that vanished then leaves the family within ``window``
+        batches).
+        """
         ids, counts = np.unique(np.asarray(cluster_ids, dtype=np.int64), return_counts=True)
         self._batches.append(dict(zip(ids.tolist(), counts.tolist())))
-        current = {int(c) for c in current_ids}
+        current = ({int(c) for c in current_ids} if current_ids is not None
+                   else set().union(*self._batches))
         totals = {cid: sum(batch.get(cid, 0) for batch in self._batches) for cid in current}
         for cid, total in totals.items():
             self._gauge.labels(cluster=str(cid)).set(total)

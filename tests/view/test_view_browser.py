@@ -72,6 +72,9 @@ def test_demo_page_shows_points_clusters_and_the_split(tmp_path: Path) -> None:
         split = next(e for e in doc["events"] if e["event"] == "split")
         assert split["into"][1] in {c["id"] for c in doc["clusters"]}  # the new stable id
         assert doc["projection"] == "raw" and doc["axes"] == ["x0", "x1"]
+        exported = set(re.findall(r'streamkm_cluster_records\{cluster="(-?\d+)"\}',
+                                  _get(base + "/metrics")))
+        assert {int(c) for c in exported} >= {c["id"] for c in doc["clusters"]} - {split["cluster"]}
 
         result = _chromium(base + "/", tmp_path / "profile", "--dump-dom")
         dom = result.stdout

@@ -115,3 +115,13 @@ def test_cluster_size_gauge_windows_and_drops_vanished_clusters() -> None:
     assert totals == {1: 3, 4: 2}
     assert registry.get_sample_value("streamkm_cluster_records", {"cluster": "0"}) is None
     assert registry.get_sample_value("streamkm_cluster_records", {"cluster": "4"}) == 2
+
+
+def test_cluster_size_gauge_without_the_model_follows_the_window() -> None:
+    registry = CollectorRegistry()
+    gauge = Gauge("streamkm_cluster_records", "x", ["cluster"], registry=registry)
+    sizes = RecentClusterSizes(gauge, window=2)
+    sizes.observe(np.array([0, 0, 1]))
+    sizes.observe(np.array([1, 1]))
+    assert sizes.observe(np.array([1, 2])) == {1: 3, 2: 1}
+    assert registry.get_sample_value("streamkm_cluster_records", {"cluster": "0"}) is None
