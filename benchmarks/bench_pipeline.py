@@ -86,7 +86,8 @@ def engine_only(x: np.ndarray, k: int, dtype: str, mode: str) -> dict[str, float
 
 
 def service_config(folder: Path, source: dict[str, Any], fmt: str, dim: int, k: int,
-                   dtype: str, mode: str, kafka: dict[str, Any] | None = None) -> Any:
+                   dtype: str, mode: str, kafka: dict[str, Any] | None = None,
+                   ui: bool = True) -> Any:
     mapping: dict[str, Any] = {
         "source": source,
         "decoding": {"format": fmt, "dim": dim, "dtype": dtype},
@@ -97,6 +98,7 @@ def service_config(folder: Path, source: dict[str, Any], fmt: str, dim: int, k: 
                   "dead_letter": "dead.jsonl"},
         "metrics": {"enabled": False},
         "logging": {"level": "warning"},
+        "ui": {"enabled": ui},
     }
     if kafka is not None:
         mapping["kafka"] = kafka
@@ -186,6 +188,36 @@ def engine_part(tmp: Path, repeats: int, k: int) -> None:
             print(f"| {fmt} | {dtype} | {dim} | {n:,} | {mode} | "
                   f"{100 * statistics.median(updates):.0f}% | {summary(engine)} | "
                   f"{summary(service)} | {summary(ratios, '.2f')} | {split} |", flush=True)
+    print()
+
+
+# ---------------------------------------------------------------------- cluster view
+
+
+def ui_part(tmp: Path, repeats: int, k: int) -> None:
+    """Service throughput with the live cluster view on ([ui] enabled, the default: the
+    per-batch sample and the per-cluster counts) vs off, interleaved, JSON d=32 and d=2."""
+    print(f"## Live cluster view on vs off (service from a file, k={k}, rbf, batch {BATCH}, "
+          f"{repeats} interleaved repeats, median (min-max))\n")
+    print("| format | d | records | model | view off rec/s | view on rec/s | on / off |")
+    print("|---|---|---|---|---|---|---|")
+    for dim, n in ((2, 60_000), (32, 60_000)):
+        x = make_data(n, dim, k)
+        data = tmp / f"ui-{dim}"
+        data.write_bytes(b"\n".join(json_values(x)) + b"\n")
+        for mode in MODES:
+            rates: dict[bool, list[float]] = {False: [], True: []}
+            engine_only(x, k, "float64", mode)  # compile first
+            for rep in range(repeats):
+                for ui in ((False, True) if rep % 2 == 0 else (True, False)):
+                    folder = tmp / f"ui-{dim}-{mode}-{rep}-{ui}"
+                    folder.mkdir()
+                    config = service_config(folder, file_source(data, "json", dim), "json",
+                                            dim, k, "float64", mode, ui=ui)
+                    rates[ui].append(run_service(config, n)["rate"])
+            ratio = [on / off for on, off in zip(rates[True], rates[False])]
+            print(f"| json | {dim} | {n:,} | {mode} | {summary(rates[False])} | "
+                  f"{summary(rates[True])} | {summary(ratio, '.2f')} |", flush=True)
     print()
 
 
@@ -299,13 +331,15 @@ def kafka_part(tmp: Path, repeats: int, k: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", nargs="?", choices=("engine", "kafka", "all"), default="all")
+    parser.add_argument("part", nargs="?", choices=("engine", "kafka", "ui", "all"), default="all")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--k", type=int, default=10)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.part in ("engine", "all"):
             engine_part(Path(tmp), args.repeats, args.k)
+        if args.part in ("ui", "all"):
+            ui_part(Path(tmp), args.repeats, args.k)
         if args.part in ("kafka", "all"):
             kafka_part(Path(tmp), args.repeats, args.k)
 
