@@ -186,9 +186,6 @@ class Runtime:
             hook.on_started(self)
 
     def _restore(self, checkpoint: Checkpoint) -> None:
-        if checkpoint.meta.get("config_hash") != self.config_hash:
-            log_event(_log, "warning", "config_changed_since_checkpoint",
-                      checkpoint=str(checkpoint.path))
         self.status.restore_counters(checkpoint.counters)
         # Checkpoint age is measured from the restored checkpoint, not from the epoch.
         self.metrics.checkpoint_last_success_timestamp_seconds.set(

@@ -89,7 +89,8 @@ def test_service_survives_broker_absent_at_start_and_outage(tmp_path: Path) -> N
         proxy.restore()
         produce_range(bootstrap, 600, 1200)
         wait_until(lambda: model_count(tmp_path) >= 1200, 90, "the second wave", [proc])
-        assert scrape(url)[CONSUMER_UP] == 1
+        wait_until(lambda: scrape(url)[CONSUMER_UP] == 1, 20, "connected gauge after the outage",
+                   [proc])
         assert stop(proc) == 0
     finally:
         kill(proc)

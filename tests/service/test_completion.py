@@ -37,7 +37,8 @@ def test_bash_completion(tmp_path) -> None:
                               capture_output=True, text=True, timeout=30, check=True)
         return done.stdout.split()
 
-    assert complete("streamkm ") == ["run", "config", "demo", "checkpoint", "completion"]
+    assert complete("streamkm ") == ["run", "config", "demo", "checkpoint", "plot",
+                                           "completion"]
     assert complete("streamkm config ") == ["show", "check"]
     assert complete("streamkm checkpoint ex") == ["export"]
     assert complete("streamkm run --on-existing-output ") == ["fail", "truncate", "append"]

@@ -35,7 +35,7 @@ def test_export_predicts_what_the_service_assigned(tmp_path: Path) -> None:
     rows = blob_rows(3000)
     data = tmp_path / "in.jsonl"
     write_jsonl(data, rows)
-    config = service_config(tmp_path, data, model="tol = 0.5\npatience = 2")
+    config = service_config(tmp_path, data, model="tol = 0.5\npatience = 2\nwake_margin = 1000.0")
     run_until_assigned(config, len(rows))
 
     proc = cli("checkpoint", "export", str(tmp_path / "ck"), "-o", str(tmp_path / "model.npz"))
