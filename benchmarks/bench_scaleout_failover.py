@@ -20,10 +20,17 @@ once on the leader kill.
 ``streamkm_connectors`` from another checkout (e.g. a ``git worktree`` of an older
 commit), interleaved with the current tree.
 
-Usage::
+Every repeat runs the three events in turn (join, worker kill, leader kill, then the next
+repeat), so load from elsewhere on the machine falls on all of them alike; each repeat also
+records the load average. The summary gives the median (min-max) per event over the
+repeats and a markdown row per tree for ``docs/scaleout.md``.
 
-    .venv/bin/python benchmarks/bench_scaleout_failover.py [--repeats 5] [--rate 400]
-        [--settle 15] [--baseline-tree /tmp/old-checkout]
+Usage (from the repository root, as a module so that the tests' helpers import)::
+
+    .venv/bin/python -m benchmarks.bench_scaleout_failover [--repeats 5] [--rate 400]
+        [--settle 10] [--baseline-tree /tmp/old-checkout] [--quick]
+
+``--quick``: one repeat with 4 s settling (a smoke test; not the documented numbers).
 """
 
 from __future__ import annotations
@@ -218,7 +225,11 @@ def main() -> None:
     parser.add_argument("--baseline-tree", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the members' logs here (default: a temporary folder)")
+    parser.add_argument("--quick", action="store_true",
+                        help="one repeat, 4 s settling: a smoke test")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.settle = 1, 4.0
     trees = {"current": dict(os.environ)}
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp_dir:
@@ -230,8 +241,10 @@ def main() -> None:
             create_topics(broker.bootstrap, {"probe": 1})
             for i in range(args.repeats):
                 for name, env in trees.items():
+                    load_before = os.getloadavg()[0]
                     row = run_once(broker.bootstrap, Path(tmp), f"{name}{i}", args.settle,
                                    args.rate, env)
+                    row["load_before"], row["load_after"] = load_before, os.getloadavg()[0]
                     print(json.dumps({"tree": name, "repeat": i,
                                       **{k: round(v, 3) for k, v in row.items()}}), flush=True)
                     results.setdefault(name, []).append(row)
@@ -243,6 +256,15 @@ def main() -> None:
         cells = [f"{k} {summary([r[k] for r in rows])}" for k in ("steady", *EVENTS)]
         cells += [f"{e}_moves {sum(int(r[f'{e}_moves']) for r in rows)}" for e in EVENTS]
         print(f"{name}: " + ", ".join(cells))
+        loads = [r[k] for r in rows for k in ("load_before", "load_after")]
+        print(f"{name}: load average (1 min) {min(loads):.1f}-{max(loads):.1f}")
+    print("| tree | steady (largest gap) | member joins | SIGKILL worker | SIGKILL leader "
+          "| leadership moves (join / worker / leader kill) |")
+    print("|---|---|---|---|---|---|")
+    for name, rows in results.items():
+        gaps = [summary([r[k] for r in rows]) for k in ("steady", *EVENTS)]
+        moved = " / ".join(str(sum(int(r[f"{e}_moves"]) for r in rows)) for e in EVENTS)
+        print(f"| {name} | " + " | ".join(gaps) + f" | {moved} |")
 
 
 if __name__ == "__main__":
