@@ -136,6 +136,7 @@ class LeaderCell:
         self.rows: dict[int, list[int]] = {}
         self.t_version = Timings()
         self.t_adopt = Timings()
+        self.t_assign = Timings()
         self.version_bytes = 0
 
     def fence(self, partitions: int) -> None:
@@ -165,6 +166,11 @@ class LeaderCell:
         outcome = timings.time(lambda: self.leader.apply(decode_message(data), offset))
         assert outcome.verdict == "applied", outcome.verdict
 
+    def assign(self, n: int = 1000) -> None:
+        """Time a worker's assignment of ``n`` records with this model (per record)."""
+        x = self.x[:n]
+        self.t_assign.time(lambda: np.argmin(self.leader.model.transform(x), axis=1), per=n)
+
     def publish_and_adopt(self) -> None:
         data = self.t_version.time(lambda: self.leader.snapshot().to_bytes())
         self.version_bytes = len(data)
@@ -177,6 +183,7 @@ class LeaderCell:
                                  "rows": statistics.median(self.rows[n])}
                         for n, t in sorted(self.t_update.items())},
                 "t_V": self.t_version.summary(), "t_adopt": self.t_adopt.summary(),
+                "t_assign_per_record": self.t_assign.summary() if self.t_assign.cpu else None,
                 "version_bytes": self.version_bytes}
 
 
@@ -267,6 +274,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             for records in (k * tau // 4, 3 * k * tau):
                 cell.apply_update(records)
             cell.publish_and_adopt()
+            cell.assign()
         for w, timings in sweep_t.items():
             for i in range(w):  # one update per worker, round-robin, against older versions
                 sweep.apply_update(3 * sweep_m, partition=i, stale_by=i % 4, into=timings)
@@ -296,13 +304,13 @@ def report(res: dict[str, Any]) -> None:
     print(f"Leader (d={meta['dim']}): t_L per update of m rows, t_V per version "
           "(snapshot + encode), t_adopt per version on every member (decode + build)\n")
     print("| k | tau | support rows | t_L ms, m = k·tau/4 rows | t_L ms, m ≈ k·tau rows "
-          "| t_V ms | t_adopt ms | version MB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| t_V ms | t_adopt ms | version MB | worker assign µs/record |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in res["leader"]:
         quarter, full = (c["t_L"][str(n)] for n in sorted(map(int, c["t_L"])))
         print(f"| {c['k']} | {c['tau']} | {c['support_rows']} | {fmt_ms(quarter)} | "
               f"{fmt_ms(full)} | {fmt_ms(c['t_V'])} | {fmt_ms(c['t_adopt'])} | "
-              f"{c['version_bytes'] / 1e6:.2f} |")
+              f"{c['version_bytes'] / 1e6:.2f} | {fmt_us(c['t_assign_per_record'])} |")
     sw = res["workers_sweep"]
     print(f"\nLeader per update against the number of workers sending (k={sw['k']}, "
           f"tau={sw['tau']}, m={sw['m']}; one partition and fence token per worker, "
