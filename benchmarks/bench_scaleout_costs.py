@@ -13,8 +13,9 @@ measured on the library's own code paths, in this process, one thread:
   model (every member adopts every version it sees);
 * **leader, per update** (``t_L``): :func:`~streamkm.scaleout.messages.decode_message` +
   :meth:`~streamkm.scaleout.leader.MergeLeader.apply` of one update of ``m`` rows (a
-  weighted step of the global model), for k in {4, 16, 64} and tau in {50, 200, 1000}, with
-  ``m`` = k * tau (a full update) and k * tau / 4;
+  weighted step of the global model), for k in {4, 16, 64} and tau in {50, 200, 1000} (and
+  k = 8, tau = 100, the setting of ``bench_scaleout.py``), for updates standing for 32,
+  k * tau / 4 and 3 k * tau records (the last one full: k * tau rows);
 * **leader, per version** (``t_V``): :meth:`~streamkm.scaleout.leader.MergeLeader.snapshot`
   + :meth:`~streamkm.scaleout.leader.ModelVersion.to_bytes` (the CPU side of a
   publication; the broker round trip is not CPU and is measured by ``bench_scaleout.py``);
@@ -251,6 +252,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     loads = [os.getloadavg()[0]]
     grid = [(k, tau) for k in args.k for tau in args.tau if (k, tau) not in SKIPPED]
+    grid += [tuple(kt) for kt in args.also if tuple(kt) not in grid]
     t0 = time.perf_counter()
     cells = {kt: LeaderCell(*kt, args.dim, rng) for kt in grid}
     sweep = LeaderCell(args.sweep_k, args.sweep_tau, args.dim, rng)
@@ -271,7 +273,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     print(f"set-up {time.perf_counter() - t0:.0f} s", flush=True)
     for rep in range(args.repeats):
         for (k, tau), cell in cells.items():
-            for records in (k * tau // 4, 3 * k * tau):
+            for records in (32, k * tau // 4, 3 * k * tau):
                 cell.apply_update(records)
             cell.publish_and_adopt()
             cell.assign()
@@ -303,13 +305,14 @@ def report(res: dict[str, Any]) -> None:
           f"{meta['load_average_1min'][1]:.1f} on 2 cores.\n")
     print(f"Leader (d={meta['dim']}): t_L per update of m rows, t_V per version "
           "(snapshot + encode), t_adopt per version on every member (decode + build)\n")
-    print("| k | tau | support rows | t_L ms, m = k·tau/4 rows | t_L ms, m ≈ k·tau rows "
-          "| t_V ms | t_adopt ms | version MB | worker assign µs/record |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| k | tau | support rows | t_L ms, 32 rows | t_L ms, k·tau/4 rows "
+          "| t_L ms, ≈ k·tau rows | t_V ms | t_adopt ms | version MB "
+          "| worker assign µs/record |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in res["leader"]:
-        quarter, full = (c["t_L"][str(n)] for n in sorted(map(int, c["t_L"])))
-        print(f"| {c['k']} | {c['tau']} | {c['support_rows']} | {fmt_ms(quarter)} | "
-              f"{fmt_ms(full)} | {fmt_ms(c['t_V'])} | {fmt_ms(c['t_adopt'])} | "
+        sizes = [fmt_ms(c["t_L"][str(n)]) for n in sorted(map(int, c["t_L"]))]
+        print(f"| {c['k']} | {c['tau']} | {c['support_rows']} | " + " | ".join(sizes)
+              + f" | {fmt_ms(c['t_V'])} | {fmt_ms(c['t_adopt'])} | "
               f"{c['version_bytes'] / 1e6:.2f} | {fmt_us(c['t_assign_per_record'])} |")
     sw = res["workers_sweep"]
     print(f"\nLeader per update against the number of workers sending (k={sw['k']}, "
@@ -342,6 +345,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--k", type=int, nargs="+", default=list(GRID_K))
     parser.add_argument("--tau", type=int, nargs="+", default=list(GRID_TAU))
+    parser.add_argument("--also", type=int, nargs=2, action="append", metavar=("K", "TAU"),
+                        default=[[8, 100]], help="a further (k, tau) cell")
     parser.add_argument("--dim", type=int, default=16)
     parser.add_argument("--workers", type=int, nargs="+", default=list(WORKERS))
     parser.add_argument("--sweep-k", type=int, default=8)
