@@ -228,7 +228,8 @@ def simulate(machines: int, cell: CellCosts, s: Settings, seconds: float = 30.0,
             adopted[who] = newest
         if who == 0:
             start, n = now, 0
-            while queue and queue[0][0] <= now and n < s.max_updates_per_round:
+            while (queue and queue[0][0] <= now and n < s.max_updates_per_round
+                   and now < seconds):
                 _, used = queue.popleft()
                 now += t_l
                 n += 1
@@ -245,7 +246,7 @@ def simulate(machines: int, cell: CellCosts, s: Settings, seconds: float = 30.0,
                 in_flight, since, last_publish = True, 0, now
                 heapq.heappush(events, (now + s.ack_s, 0, published))
             if now >= warmup:
-                busy += now - max(start, warmup)
+                busy += min(now, seconds) - max(start, warmup)
         now += batch_s
         for _ in range(parts):
             queue.append((now + s.ack_s / 2, adopted[who]))
