@@ -15,7 +15,9 @@ measured on the library's own code paths, in this process, one thread:
   :meth:`~streamkm.scaleout.leader.MergeLeader.apply` of one update of ``m`` rows (a
   weighted step of the global model), for k in {4, 16, 64} and tau in {50, 200, 1000} (and
   k = 8, tau = 100, the setting of ``bench_scaleout.py``), for updates standing for 32,
-  k * tau / 4 and 3 k * tau records (the last one full: k * tau rows);
+  k * tau / 4 and 3 k * tau records (the last one full: k * tau rows), each size on its own
+  leader in its steady state (a center's support holds its newest updates up to tau rows, so
+  the support sizes depend on the update size);
 * **leader, per version** (``t_V``): :meth:`~streamkm.scaleout.leader.MergeLeader.snapshot`
   + :meth:`~streamkm.scaleout.leader.ModelVersion.to_bytes` (the CPU side of a
   publication; the broker round trip is not CPU and is measured by ``bench_scaleout.py``);
@@ -117,28 +119,43 @@ def update_bytes(model: MiniBatchKernelKMeans, x: np.ndarray, partition: str, to
 
 
 class LeaderCell:
-    """A merge leader at one (k, tau, d) with a warm model, fed updates of a given size."""
+    """A merge leader at one (k, tau, d) fed updates standing for ``records`` records each.
 
-    def __init__(self, k: int, tau: int, d: int, rng: np.random.Generator,
-                 sketch_from: int | None = None) -> None:
-        self.k, self.tau, self.d = k, tau, d
-        self.rng = rng
-        n = k * tau
-        self.x = mixture(rng, k, d, 8 * n)  # updates of up to 3n records are cut from it
-        model = warm_model(self.x, k, tau, n)
-        arrays, meta = model.get_state()
-        start = ModelVersion(applied_offset=-1, ledger=PartitionLedger(), model_arrays=arrays,
-                             model_meta=meta)
-        self.leader = MergeLeader(lambda: None, init_records=n, start=start, member="bench")
+    It starts from a warm model (``state``) and applies a few untimed updates of its size
+    first: a center's support holds its newest batches up to ``tau`` rows, so the support
+    sizes -- and what a step, a version and an assignment cost -- depend on the size of the
+    updates the leader receives, and each size is measured in its own steady state.
+    """
+
+    def __init__(self, k: int, tau: int, records: int, x: np.ndarray,
+                 state: tuple[dict[str, np.ndarray], dict[str, Any]],
+                 rng: np.random.Generator, settle: int = 3) -> None:
+        self.k, self.tau, self.d, self.records = k, tau, x.shape[1], records
+        self.rng, self.x = rng, x
+        start = ModelVersion(applied_offset=-1, ledger=PartitionLedger(),
+                             model_arrays={n: a.copy() for n, a in state[0].items()},
+                             model_meta=state[1])
+        self.leader = MergeLeader(lambda: None, init_records=1, start=start, member="bench")
         self.offsets: dict[str, int] = {}
         self.next_offset = 0
-        self.sketch_from = sketch_from
-        self.t_update: dict[int, Timings] = {}
-        self.rows: dict[int, list[int]] = {}
+        self.rows: list[int] = []
+        self.t_update = Timings()
         self.t_version = Timings()
         self.t_adopt = Timings()
         self.t_assign = Timings()
         self.version_bytes = 0
+        for _ in range(settle):
+            self.apply_update(into=Timings())
+        self.rows.clear()
+
+    @classmethod
+    def sizes(cls, k: int, tau: int, d: int, rng: np.random.Generator,
+              records: tuple[int, ...]) -> list[LeaderCell]:
+        """One cell per update size, sharing one warm model."""
+        n = k * tau
+        x = mixture(rng, k, d, max(8 * n, 4 * max(records)))
+        state = warm_model(x, k, tau, n).get_state()
+        return [cls(k, tau, r, x, state, rng) for r in records]
 
     def fence(self, partitions: int) -> None:
         for p in range(partitions):
@@ -148,22 +165,21 @@ class LeaderCell:
                 self.next_offset += 1
                 self.offsets[key] = 0
 
-    def apply_update(self, records: int, partition: int = 0, stale_by: int = 0,
+    def apply_update(self, partition: int = 0, stale_by: int = 0,
                      into: Timings | None = None) -> None:
-        """Time decoding + applying one update standing for ``records`` records of
-        ``partition`` (at most ``tau`` rows per cluster: ``records`` >= 3 k tau gives a full
-        update of k * tau rows)."""
+        """Time decoding + applying one update of ``partition`` (at most ``tau`` rows per
+        cluster: 3 k tau records give a full update of about k * tau rows)."""
         self.fence(partition + 1)
         key = f"t:{partition}"
-        lo = self.rng.integers(0, self.x.shape[0] - records)
-        data = update_bytes(self.leader.model, self.x[lo:lo + records], key, f"tok{partition}",
+        n = self.records
+        lo = self.rng.integers(0, self.x.shape[0] - n)
+        data = update_bytes(self.leader.model, self.x[lo:lo + n], key, f"tok{partition}",
                             self.offsets[key], self.leader.version - stale_by, self.rng)
-        message = decode_message(data)
-        self.rows.setdefault(records, []).append(int(message.rows.shape[0]))
-        self.offsets[key] += records
+        self.rows.append(int(decode_message(data).rows.shape[0]))
+        self.offsets[key] += n
         offset = self.next_offset
         self.next_offset += 1
-        timings = into if into is not None else self.t_update.setdefault(records, Timings())
+        timings = into if into is not None else self.t_update
         outcome = timings.time(lambda: self.leader.apply(decode_message(data), offset))
         assert outcome.verdict == "applied", outcome.verdict
 
@@ -177,13 +193,19 @@ class LeaderCell:
         self.version_bytes = len(data)
         self.t_adopt.time(lambda: ModelVersion.from_bytes(data).build_model())
 
+    def round(self) -> None:
+        """One repeat: an update, a version (published and adopted), an assignment."""
+        self.apply_update()
+        self.publish_and_adopt()
+        self.assign()
+
     def summary(self) -> dict[str, Any]:
-        return {"k": self.k, "tau": self.tau, "d": self.d,
+        return {"k": self.k, "tau": self.tau, "d": self.d, "records": self.records,
+                "rows": statistics.median(self.rows) if self.rows else None,
                 "support_rows": int(self.leader.model.get_state()[0]["support_rows"].shape[0]),
-                "t_L": {str(n): {**t.summary(), "records": n,
-                                 "rows": statistics.median(self.rows[n])}
-                        for n, t in sorted(self.t_update.items())},
-                "t_V": self.t_version.summary(), "t_adopt": self.t_adopt.summary(),
+                "t_L": self.t_update.summary() if self.t_update.cpu else None,
+                "t_V": self.t_version.summary() if self.t_version.cpu else None,
+                "t_adopt": self.t_adopt.summary() if self.t_adopt.cpu else None,
                 "t_assign_per_record": self.t_assign.summary() if self.t_assign.cpu else None,
                 "version_bytes": self.version_bytes}
 
@@ -254,10 +276,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     grid = [(k, tau) for k in args.k for tau in args.tau if (k, tau) not in SKIPPED]
     grid += [tuple(kt) for kt in args.also if tuple(kt) not in grid]
     t0 = time.perf_counter()
-    cells = {kt: LeaderCell(*kt, args.dim, rng) for kt in grid}
-    sweep = LeaderCell(args.sweep_k, args.sweep_tau, args.dim, rng)
+    cells = [cell for k, tau in grid
+             for cell in LeaderCell.sizes(k, tau, args.dim, rng, (32, k * tau // 4,
+                                                                  3 * k * tau))]
+    (sweep,) = LeaderCell.sizes(args.sweep_k, args.sweep_tau, args.dim, rng,
+                                (3 * args.sweep_k * args.sweep_tau,))
     sweep_t = {w: Timings() for w in args.workers}
-    sweep_m = args.sweep_k * args.sweep_tau
     # sketch on / off: d_in raw features, r = ceil(k / eps^2) after projection
     sk, stau, d_in = args.sketch_k, args.sketch_tau, args.sketch_dim_in
     r = kmeans_sketch_dimension(sk, 0.5, d_in)
@@ -268,31 +292,30 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                f"sketch on, d={d_in} -> r={r}": WorkerCell(sk, stau, d_in, args.batch,
                                                           args.worker_partitions, rng,
                                                           sketch=r)}
-    sketch_leaders = {f"sketch off, rows of d={d_in}": LeaderCell(sk, stau, d_in, rng),
-                      f"sketch on, rows of r={r}": LeaderCell(sk, stau, r, rng)}
+    sketch_leaders = {
+        f"sketch off, rows of d={d_in}": LeaderCell.sizes(sk, stau, d_in, rng,
+                                                         (3 * sk * stau,))[0],
+        f"sketch on, rows of r={r}": LeaderCell.sizes(sk, stau, r, rng, (3 * sk * stau,))[0]}
     print(f"set-up {time.perf_counter() - t0:.0f} s", flush=True)
     for rep in range(args.repeats):
-        for (k, tau), cell in cells.items():
-            for records in (32, k * tau // 4, 3 * k * tau):
-                cell.apply_update(records)
-            cell.publish_and_adopt()
-            cell.assign()
+        for cell in cells:
+            cell.round()
         for w, timings in sweep_t.items():
             for i in range(w):  # one update per worker, round-robin, against older versions
-                sweep.apply_update(3 * sweep_m, partition=i, stale_by=i % 4, into=timings)
+                sweep.apply_update(partition=i, stale_by=i % 4, into=timings)
         for cell in workers.values():
             cell.run()
         for cell in sketch_leaders.values():
-            cell.apply_update(3 * sk * stau)
-            cell.publish_and_adopt()
+            cell.round()
         loads.append(os.getloadavg()[0])
         print(f"repeat {rep + 1}/{args.repeats} done ({time.perf_counter() - t0:.0f} s)",
               flush=True)
     return {"meta": {"repeats": args.repeats, "dim": args.dim, "threads": 1,
                      "load_average_1min": [min(loads), max(loads)],
                      "measured_unix": time.time(), "skipped": sorted(SKIPPED)},
-            "leader": [c.summary() for c in cells.values()],
-            "workers_sweep": {"k": args.sweep_k, "tau": args.sweep_tau, "m": sweep_m,
+            "leader": [c.summary() for c in cells],
+            "workers_sweep": {"k": args.sweep_k, "tau": args.sweep_tau,
+                              "rows": statistics.median(sweep.rows),
                               "t_L": {str(w): t.summary() for w, t in sweep_t.items()}},
             "worker": {name: c.summary() for name, c in workers.items()},
             "sketch_leader": {name: c.summary() for name, c in sketch_leaders.items()}}
@@ -303,20 +326,20 @@ def report(res: dict[str, Any]) -> None:
     print(f"\nProcess CPU time, 1 thread, median (min-max) over {meta['repeats']} interleaved "
           f"repeats; load average {meta['load_average_1min'][0]:.1f}-"
           f"{meta['load_average_1min'][1]:.1f} on 2 cores.\n")
-    print(f"Leader (d={meta['dim']}): t_L per update of m rows, t_V per version "
-          "(snapshot + encode), t_adopt per version on every member (decode + build)\n")
-    print("| k | tau | support rows | t_L ms, 32 rows | t_L ms, k·tau/4 rows "
-          "| t_L ms, ≈ k·tau rows | t_V ms | t_adopt ms | version MB "
-          "| worker assign µs/record |")
+    print(f"Leader (d={meta['dim']}), each update size in its own steady state: t_L per "
+          "update, t_V per version (snapshot + encode), t_adopt per version on every member "
+          "(decode + build), a worker's assignment per record with that model\n")
+    print("| k | tau | records/update | rows/update | support rows | t_L ms | t_V ms "
+          "| t_adopt ms | version MB | assign µs/record |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in res["leader"]:
-        sizes = [fmt_ms(c["t_L"][str(n)]) for n in sorted(map(int, c["t_L"]))]
-        print(f"| {c['k']} | {c['tau']} | {c['support_rows']} | " + " | ".join(sizes)
-              + f" | {fmt_ms(c['t_V'])} | {fmt_ms(c['t_adopt'])} | "
-              f"{c['version_bytes'] / 1e6:.2f} | {fmt_us(c['t_assign_per_record'])} |")
+        print(f"| {c['k']} | {c['tau']} | {c['records']} | {c['rows']:.0f} | "
+              f"{c['support_rows']} | {fmt_ms(c['t_L'])} | {fmt_ms(c['t_V'])} | "
+              f"{fmt_ms(c['t_adopt'])} | {c['version_bytes'] / 1e6:.2f} | "
+              f"{fmt_us(c['t_assign_per_record'])} |")
     sw = res["workers_sweep"]
     print(f"\nLeader per update against the number of workers sending (k={sw['k']}, "
-          f"tau={sw['tau']}, m={sw['m']}; one partition and fence token per worker, "
+          f"tau={sw['tau']}, {sw['rows']:.0f} rows per update; one partition and fence token per worker, "
           "round-robin, 0-3 versions stale)\n")
     print("| workers | t_L ms per update |")
     print("|---:|---:|")
@@ -335,8 +358,7 @@ def report(res: dict[str, Any]) -> None:
     print("| rows | t_L ms | t_V ms | t_adopt ms | version MB |")
     print("|---|---:|---:|---:|---:|")
     for name, c in res["sketch_leader"].items():
-        (full,) = c["t_L"].values()
-        print(f"| {name} | {fmt_ms(full)} | {fmt_ms(c['t_V'])} | {fmt_ms(c['t_adopt'])} | "
+        print(f"| {name} | {fmt_ms(c['t_L'])} | {fmt_ms(c['t_V'])} | {fmt_ms(c['t_adopt'])} | "
               f"{c['version_bytes'] / 1e6:.2f} |")
 
 
