@@ -53,33 +53,51 @@ MACHINES = (1, 2, 4, 8, 16, 32, 64)
 
 @dataclass(frozen=True)
 class CellCosts:
-    """CPU seconds at one (k, tau): leader per update (two measured sizes), per version,
-    per adopted version on a member, worker per record; version bytes."""
+    """CPU seconds at one (k, tau), measured for updates of a few sizes (``rows``,
+    ascending, the last one full), each in its steady state: the leader per update, per
+    version and per adopted version on a member, a worker per record; the version's bytes.
+    At other sizes they are interpolated (piecewise linear in the rows, constant beyond)."""
 
     k: int
     tau: int
-    rows: tuple[float, ...]  # rows of the measured updates, ascending (the last one full)
-    t_update: tuple[float, ...]  # leader seconds for them
-    t_version: float
-    t_adopt: float
-    t_record: float  # worker: decode + assign + build updates, per record
-    version_bytes: float
+    rows: tuple[float, ...]
+    t_update: tuple[float, ...]
+    t_versions: tuple[float, ...]
+    t_adopts: tuple[float, ...]
+    t_records: tuple[float, ...]  # worker: decode + assign + build updates, per record
+    versions_bytes: tuple[float, ...]
     extrapolated: bool = False
 
+    def at(self, values: tuple[float, ...], rows: float) -> float:
+        return float(np.interp(rows, self.rows, values))
+
     def t_leader(self, rows: float) -> float:
-        """Leader seconds for an update of ``rows`` rows (piecewise linear between the
-        measured sizes, constant beyond them)."""
-        return float(np.interp(rows, self.rows, self.t_update))
+        return self.at(self.t_update, rows)
+
+    def t_version(self, rows: float) -> float:
+        return self.at(self.t_versions, rows)
+
+    def t_adopt(self, rows: float) -> float:
+        return self.at(self.t_adopts, rows)
+
+    def t_record(self, rows: float) -> float:
+        return self.at(self.t_records, rows)
+
+    def version_bytes(self, rows: float) -> float:
+        return self.at(self.versions_bytes, rows)
 
     @property
     def max_rows(self) -> float:
         return self.rows[-1]
 
 
+FIELDS = ("t_update", "t_versions", "t_adopts", "t_records", "versions_bytes")
+
+
 def load_cells(paths: list[Path]) -> tuple[dict[tuple[int, int], CellCosts], dict[str, Any]]:
     """Cells measured in the cost files; per-record worker costs other than the
     assignment (decode, build updates) come from the ``dense d=16`` worker row."""
-    cells: dict[tuple[int, int], CellCosts] = {}
+    sizes: dict[tuple[int, int], list[dict[str, Any]]] = {}
     meta: dict[str, Any] = {"files": [str(p) for p in paths], "load": []}
     base = None
     for path in paths:
@@ -89,25 +107,28 @@ def load_cells(paths: list[Path]) -> tuple[dict[tuple[int, int], CellCosts], dic
         if worker is not None:
             base = worker["per_record"]
         for c in data["leader"]:
-            sizes = [c["t_L"][n] for n in sorted(c["t_L"], key=int)]
-            cells[(c["k"], c["tau"])] = CellCosts(
-                c["k"], c["tau"], tuple(float(z["rows"]) for z in sizes),
-                tuple(z["cpu_s"] for z in sizes), c["t_V"]["cpu_s"], c["t_adopt"]["cpu_s"],
-                c["t_assign_per_record"]["cpu_s"], float(c["version_bytes"]))
+            sizes.setdefault((c["k"], c["tau"]), []).append(c)
     if base is None:
         raise SystemExit("no 'dense d=16' worker row in the cost files")
-    meta["worker_other_s"] = base["decode"]["cpu_s"] + base["updates"]["cpu_s"]
+    other = base["decode"]["cpu_s"] + base["updates"]["cpu_s"]
+    meta["worker_other_s"] = other
     meta["worker_parts"] = {k: v["cpu_s"] for k, v in base.items()}
-    cells = {kt: CellCosts(c.k, c.tau, c.rows, c.t_update, c.t_version, c.t_adopt,
-                           c.t_record + meta["worker_other_s"], c.version_bytes)
-             for kt, c in cells.items()}
+    cells = {}
+    for (k, tau), entries in sizes.items():
+        entries = sorted(entries, key=lambda c: c["rows"])
+        cells[(k, tau)] = CellCosts(
+            k, tau, tuple(float(c["rows"]) for c in entries),
+            tuple(c["t_L"]["cpu_s"] for c in entries), tuple(c["t_V"]["cpu_s"] for c in entries),
+            tuple(c["t_adopt"]["cpu_s"] for c in entries),
+            tuple(c["t_assign_per_record"]["cpu_s"] + other for c in entries),
+            tuple(float(c["version_bytes"]) for c in entries))
     return cells, meta
 
 
 def extrapolate(cells: dict[tuple[int, int], CellCosts], k: int, tau: int) -> CellCosts:
-    """A cell not measured: each cost fitted as c * k^a * tau^b (least squares in logs)
-    over the measured cells."""
-    known = list(cells.values())
+    """A cell not measured: each cost at each measured size (smallest, middle, full) fitted
+    as c * k^a * tau^b (least squares in logs) over the measured cells."""
+    known = [c for c in cells.values() if len(c.rows) == 3]
     design = np.array([[1.0, math.log(c.k), math.log(c.tau)] for c in known])
     at = np.array([1.0, math.log(k), math.log(tau)])
 
@@ -117,11 +138,9 @@ def extrapolate(cells: dict[tuple[int, int], CellCosts], k: int, tau: int) -> Ce
 
     full_share = statistics.median(c.rows[-1] / (c.k * c.tau) for c in known)
     rows = (32.0, k * tau / 4, full_share * k * tau)
-    return CellCosts(k, tau, rows, tuple(fit([c.t_update[i] for c in known])
-                                         for i in range(3)),
-                     fit([c.t_version for c in known]), fit([c.t_adopt for c in known]),
-                     fit([c.t_record for c in known]), fit([c.version_bytes for c in known]),
-                     extrapolated=True)
+    values = {f: tuple(fit([getattr(c, f)[i] for c in known]) for i in range(3))
+              for f in FIELDS}
+    return CellCosts(k, tau, rows, **values, extrapolated=True)
 
 
 @dataclass(frozen=True)
@@ -151,22 +170,23 @@ def versions_per_s(x: float, cell: CellCosts, s: Settings, machines: int) -> flo
     active, _, per_update = s.shape(machines)
     u = x / per_update
     v = max(u / s.publish_every, min(u, 1.0 / s.publish_interval_s))
-    return min(v, 1.0 / (cell.t_version + s.ack_s), x / active / s.batch_size)
+    t_v = cell.t_version(min(per_update, cell.max_rows))
+    return min(v, 1.0 / (t_v + s.ack_s), x / active / s.batch_size)
 
 
 def analytic(machines: int, cell: CellCosts, s: Settings) -> dict[str, float | str]:
     """The largest sustainable record rate (see the module docstring) and what binds."""
     active, _, per_update = s.shape(machines)
     rows = min(per_update, cell.max_rows)
-    t_l = cell.t_leader(rows)
+    t_l, t_v, t_a = cell.t_leader(rows), cell.t_version(rows), cell.t_adopt(rows)
+    t_w = cell.t_record(rows) + s.t_io
 
     def loads(x: float) -> tuple[float, float]:
         u = x / per_update
         v = versions_per_s(x, cell, s, machines)
-        worker = x / active * (cell.t_record + s.t_io) + v * cell.t_adopt
-        return worker, u * t_l + v * cell.t_version
+        return x / active * t_w + v * t_a, u * t_l + v * t_v
 
-    lo, hi = 0.0, active / (cell.t_record + s.t_io)
+    lo, hi = 0.0, active / t_w
     for _ in range(60):
         mid = (lo + hi) / 2
         worker, leader = loads(mid)
@@ -176,11 +196,11 @@ def analytic(machines: int, cell: CellCosts, s: Settings) -> dict[str, float | s
     # saturated: the merge work takes at least half of the leading member's core
     return {"records_per_s": lo, "leader_busy": leader, "worker_busy": worker,
             "binds": "leader" if leader >= 0.5 else "workers",
-            "efficiency": lo * (cell.t_record + s.t_io) / active,
+            "efficiency": lo * t_w / active, "t_w": t_w,
             "records_per_update": per_update, "rows_per_update": rows,
-            "versions_per_s": v, "fanout_mb_per_s": v * active * cell.version_bytes / 1e6,
-            "issue_formula": min(active / (cell.t_record + s.t_io),
-                                 per_update / (t_l + cell.t_version / s.publish_every))}
+            "versions_per_s": v,
+            "fanout_mb_per_s": v * active * cell.version_bytes(rows) / 1e6,
+            "issue_formula": min(active / t_w, per_update / (t_l + t_v / s.publish_every))}
 
 
 def leader_ceiling(cell: CellCosts, s: Settings) -> float:
@@ -188,12 +208,12 @@ def leader_ceiling(cell: CellCosts, s: Settings) -> float:
     whole batch (each member owns at most one partition)."""
     machines = s.partitions
     per_update = s.shape(machines)[2]
-    t_l = cell.t_leader(min(per_update, cell.max_rows))
+    rows = min(per_update, cell.max_rows)
+    t_l, t_v = cell.t_leader(rows), cell.t_version(rows)
     lo, hi = 0.0, 1e9
     for _ in range(80):
         mid = (lo + hi) / 2
-        busy = (mid / per_update * t_l
-                + versions_per_s(mid, cell, s, machines) * cell.t_version)
+        busy = mid / per_update * t_l + versions_per_s(mid, cell, s, machines) * t_v
         lo, hi = (mid, hi) if busy <= 1.0 else (lo, mid)
     return lo
 
@@ -204,8 +224,8 @@ def simulate(machines: int, cell: CellCosts, s: Settings, seconds: float = 30.0,
     always has a batch waiting (a backlog)."""
     active, parts, per_update = s.shape(machines)
     rows = min(per_update, cell.max_rows)
-    t_l = cell.t_leader(rows)
-    batch_s = s.batch_size * (cell.t_record + s.t_io)
+    t_l, t_v, t_a = cell.t_leader(rows), cell.t_version(rows), cell.t_adopt(rows)
+    batch_s = s.batch_size * (cell.t_record(rows) + s.t_io)
     queue: deque[tuple[float, int]] = deque()  # (arrival, model version used)
     events: list[tuple[float, int, int]] = [(0.0, 1, i) for i in range(active)]
     adopted = [0] * active
@@ -224,7 +244,7 @@ def simulate(machines: int, cell: CellCosts, s: Settings, seconds: float = 30.0,
             continue
         now = t
         if newest > adopted[who]:
-            now += cell.t_adopt
+            now += t_a
             adopted[who] = newest
         if who == 0:
             start, n = now, 0
@@ -241,7 +261,7 @@ def simulate(machines: int, cell: CellCosts, s: Settings, seconds: float = 30.0,
             due = since >= s.publish_every or (
                 since and now - last_publish >= s.publish_interval_s)
             if due and not in_flight:
-                now += cell.t_version
+                now += t_v
                 published += 1
                 in_flight, since, last_publish = True, 0, now
                 heapq.heappush(events, (now + s.ack_s, 0, published))
@@ -276,15 +296,19 @@ def print_tables(rows: list[dict[str, Any]], cells: dict[tuple[int, int], CellCo
     print(f"\nSettings: batch_size {s.batch_size}, {s.partitions} partitions, publish every "
           f"{s.publish_every} updates or {1e3 * s.publish_interval_s:.0f} ms, ack "
           f"{1e3 * s.ack_s:.0f} ms, t_io {1e6 * s.t_io:.1f} µs/record; one core per member")
-    print("\nCosts (CPU): t_w µs/record, t_L ms/update (full), t_V ms/version, t_adopt "
-          "ms/version, version MB (* extrapolated)\n")
-    print("| k | tau | t_w µs | t_L ms | t_V ms | t_adopt ms | version MB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("\nCosts (CPU) with full updates (k·tau rows; t_L also at 32 rows): t_w µs/record "
+          "(t_io included), t_L ms/update, t_V ms/version, t_adopt ms/version, version MB "
+          "(* extrapolated)\n")
+    print("| k | tau | t_w µs | t_L ms, 32 rows | t_L ms, full | t_V ms | t_adopt ms "
+          "| version MB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for (k, tau), c in sorted(cells.items()):
         star = "*" if c.extrapolated else ""
-        print(f"| {k} | {tau}{star} | {1e6 * (c.t_record + s.t_io):.3g} | "
-              f"{1e3 * c.t_update[1]:.3g} | {1e3 * c.t_version:.3g} | "
-              f"{1e3 * c.t_adopt:.3g} | {c.version_bytes / 1e6:.3g} |")
+        full = c.max_rows
+        print(f"| {k} | {tau}{star} | {1e6 * (c.t_record(full) + s.t_io):.3g} | "
+              f"{1e3 * c.t_leader(32):.3g} | {1e3 * c.t_leader(full):.3g} | "
+              f"{1e3 * c.t_version(full):.3g} | {1e3 * c.t_adopt(full):.3g} | "
+              f"{c.version_bytes(full) / 1e6:.3g} |")
     print("\nThroughput, records/s (analytic; simulated; issue formula) and what binds\n")
     machines = sorted({r["machines"] for r in rows})
     print("| k | tau | " + " | ".join(f"P={p}" for p in machines) + " | leader saturates at |")
@@ -318,7 +342,7 @@ def workers_served(cells: dict[tuple[int, int], CellCosts], base: Settings) -> N
         f"{name}: ceiling, workers" for name, _ in variants) + " |")
     print("|---:|---:|---:|" + "---|" * len(variants))
     for (k, tau), c in sorted(cells.items()):
-        t_w = c.t_record + base.t_io
+        t_w = c.t_record(min(base.batch_size, c.max_rows)) + base.t_io
         out = []
         for _, s in variants:
             ceiling = leader_ceiling(c, s)
@@ -382,10 +406,12 @@ def validate(runs_path: Path, cells: dict[tuple[int, int], CellCosts]) -> None:
         active = min(p, s.partitions)
         per_update = med[p]["records_per_update"]
         u = x / per_update
+        rows = min(per_update, cell.max_rows)
+        t_v = cell.t_version(rows)
         v = min(max(u / s.publish_every, min(u, 1.0 / s.publish_interval_s)),
-                1.0 / (cell.t_version + s.ack_s), x / active / s.batch_size)
-        return (cell.t_record + t_io + cell.t_leader(min(per_update, cell.max_rows))
-                / per_update + v * (cell.t_version + active * cell.t_adopt) / x)
+                1.0 / (t_v + s.ack_s), x / active / s.batch_size)
+        return (cell.t_record(rows) + t_io + cell.t_leader(rows) / per_update
+                + v * (t_v + active * cell.t_adopt(rows)) / x)
 
     by_p: dict[int, list[dict[str, Any]]] = {}
     for r in runs:

@@ -20,10 +20,12 @@ sys.modules["scaleout_model"] = model  # dataclasses resolve annotations through
 _spec.loader.exec_module(model)
 
 # costs of the order measured at k = 8, tau = 100 (a cheap leader) and k = 64, tau = 200
-CHEAP = model.CellCosts(8, 100, (32.0, 200.0, 790.0), (1.2e-3, 1.5e-3, 3e-3), 2e-3, 2.5e-3,
-                        6e-6, 0.8e6)
-COSTLY = model.CellCosts(64, 200, (32.0, 3200.0, 12000.0), (5e-3, 0.16, 0.64), 0.03, 0.03,
-                         45e-6, 22e6)
+CHEAP = model.CellCosts(8, 100, (32.0, 200.0, 790.0), (1.2e-3, 1.5e-3, 3e-3),
+                        (1e-3, 1.5e-3, 2e-3), (1.5e-3, 2e-3, 2.5e-3), (5e-6, 6e-6, 6e-6),
+                        (0.1e6, 0.5e6, 0.8e6))
+COSTLY = model.CellCosts(64, 200, (32.0, 3200.0, 12000.0), (5e-3, 0.16, 0.64),
+                         (4e-3, 0.01, 0.03), (5e-3, 0.01, 0.03), (5e-6, 20e-6, 45e-6),
+                         (0.5e6, 5e6, 22e6))
 SETTINGS = model.Settings(batch_size=1000, partitions=64, t_io=90e-6)
 
 
