@@ -9,9 +9,12 @@ its model. Two readers, interleaved, ``--repeats`` times each: ``tail`` (the def
 read backwards from the end until a complete version is found) and ``beginning`` (the whole
 topic, as before).
 
-Usage::
+Usage (from the repository root, as a module so that the tests' helpers import)::
 
-    .venv/bin/python benchmarks/bench_scaleout_start.py [--versions 10 1000] [--repeats 5]
+    .venv/bin/python -m benchmarks.bench_scaleout_start [--versions 10 1000] [--repeats 5]
+        [--quick]
+
+``--quick``: 10 and 50 versions, 2 repeats (a smoke test; not the documented numbers).
 """
 
 from __future__ import annotations
@@ -87,7 +90,11 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--tau", type=int, default=40)
     parser.add_argument("--dim", type=int, default=2)
+    parser.add_argument("--quick", action="store_true",
+                        help="10 and 50 versions, 2 repeats: a smoke test")
     args = parser.parse_args()
+    if args.quick:
+        args.versions, args.repeats = [10, 50], 2
     with tempfile.TemporaryDirectory() as tmp:
         broker = start_tansu(Path(tmp) / "tansu.log")
         try:
