@@ -369,9 +369,9 @@ def figure(rows: list[dict[str, Any]], path: Path, s: Settings) -> None:
             ax.plot(ps, [r["simulated"]["records_per_s"] for r in mine], ls="none",
                     marker="x", color=line.get_color())
     ps = sorted({r["machines"] for r in rows})
-    t_w = min(c["records_per_s"] / c["efficiency"] / min(c["machines"], s.partitions)
-              for c in rows if c["machines"] == 1)
-    ax.plot(ps, [min(p, s.partitions) * t_w for p in ps], color="grey", ls=":",
+    rate = max(c["records_per_s"] / c["efficiency"] / min(c["machines"], s.partitions)
+               for c in rows if c["machines"] == 1)
+    ax.plot(ps, [min(p, s.partitions) * rate for p in ps], color="grey", ls=":",
             label="P workers at full speed (fastest cell)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
