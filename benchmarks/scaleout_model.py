@@ -387,9 +387,11 @@ def figure(rows: list[dict[str, Any]], path: Path, s: Settings) -> None:
     print(f"\nfigure written to {path}")
 
 
-def validate(runs_path: Path, cells: dict[tuple[int, int], CellCosts]) -> None:
+def validate(runs_path: Path, cells: dict[tuple[int, int], CellCosts],
+             t_io: float | None = None) -> None:
     """Model against real runs (``bench_scaleout.py --out``): CPU per record and
-    throughput on the cores the members got."""
+    throughput on the cores the members got. ``t_io`` (Kafka client work per record) is
+    calibrated on the P = 1 runs unless given (then every P is predicted)."""
     runs = [json.loads(line) for line in runs_path.read_text().splitlines() if line.strip()]
     cfg = runs[0]["settings"]
     key = (cfg["k"], cfg["tau"])
@@ -423,14 +425,18 @@ def validate(runs_path: Path, cells: dict[tuple[int, int], CellCosts]) -> None:
         med[p]["records_per_update"] = statistics.median(
             cfg["records"] / r["leader_updates"] for r in rs if r["leader_updates"] > 0)
     one = med[1]
-    t_io = one["member_cpu_us_per_record"] / 1e6 - model_cpu(1, one["steady_records_per_s"],
-                                                            0.0)
+    inproc = model_cpu(1, one["steady_records_per_s"], 0.0)
     print(f"\nValidation against {len(runs)} real runs ({runs_path}), k={key[0]}, "
           f"tau={key[1]}, batch {cfg['batch_size']}, 6 partitions; medians over the repeats")
-    print(f"In-process costs explain {1e6 * model_cpu(1, one['steady_records_per_s'], 0):.3g}"
-          f" of the {one['member_cpu_us_per_record']:.3g} µs of member CPU per record at "
-          f"P=1; the rest, t_io = {1e6 * t_io:.3g} µs/record (Kafka clients, sinks, loop), is "
-          "calibrated there.\n")
+    if t_io is None:
+        t_io = one["member_cpu_us_per_record"] / 1e6 - inproc
+        print(f"In-process costs explain {1e6 * inproc:.3g} of the "
+              f"{one['member_cpu_us_per_record']:.3g} µs of member CPU per record at P=1; "
+              f"the rest, t_io = {1e6 * t_io:.3g} µs/record (Kafka clients, sinks, loop), is "
+              "calibrated there.\n")
+    else:
+        print(f"t_io = {1e6 * t_io:.3g} µs/record given (calibrated on other runs); "
+              f"in-process costs at P=1: {1e6 * inproc:.3g} µs/record.\n")
     print("| P | member CPU µs/record: measured | model | model / measured | records/s: "
           "measured | model on the cores the members got | model / measured | cores got "
           "| broker CPU µs/record | load |")
@@ -457,7 +463,8 @@ def main() -> None:
     parser.add_argument("--ack-ms", type=float, default=50.0,
                         help="handing a version to the broker until every member has it")
     parser.add_argument("--io-us", type=float, default=0.0,
-                        help="Kafka client work per record (from --validate)")
+                        help="Kafka client work per record (from --validate; given with "
+                        "--validate, every P is predicted with it)")
     parser.add_argument("--extrapolate", type=int, nargs=2, action="append",
                         metavar=("K", "TAU"), default=None,
                         help="also model an unmeasured (k, tau) (default: 64 1000)")
@@ -475,7 +482,7 @@ def main() -> None:
         args.machines, args.sim_seconds = [1, 4, 16, 64], 10.0
     cells, meta = load_cells(args.costs)
     if args.validate is not None:
-        validate(args.validate, cells)
+        validate(args.validate, cells, args.io_us / 1e6 if args.io_us else None)
     for k, tau in args.extrapolate or [(64, 1000)]:
         if (k, tau) not in cells:
             cells[(k, tau)] = extrapolate(cells, k, tau)
