@@ -12,8 +12,8 @@ measured on the library's own code paths, in this process, one thread:
 * **worker, per version** (``t_adopt``): decoding a published version and building its
   model (every member adopts every version it sees);
 * **leader, per update** (``t_L``): :func:`~streamkm.scaleout.messages.decode_message` +
-  :meth:`~streamkm.scaleout.leader.MergeLeader.apply` of one update of ``m`` rows (a
-  weighted step of the global model), for k in {4, 16, 64} and tau in {50, 200, 1000} (and
+  :meth:`~streamkm.scaleout.leader.MergeLeader.apply` of one update (a weighted step of
+  the global model on its rows), for k in {4, 16, 64} and tau in {50, 200, 1000} (and
   k = 8, tau = 100, the setting of ``bench_scaleout.py``), for updates standing for 32,
   k * tau / 4 and 3 k * tau records (the last one full: k * tau rows), each size on its own
   leader in its steady state (a center's support holds its newest updates up to tau rows, so
@@ -26,8 +26,8 @@ measured on the library's own code paths, in this process, one thread:
 * **sketching on / off** at d = 1000 input features: worker projection
   (:class:`~streamkm.sketch.RandomProjection`, r = ceil(k / eps^2)) + assignment in r
   dimensions against assignment in d dimensions, and the leader's step on sketch-sized rows
-  against full rows. Scale-out does not run sketching on this branch's main yet, so these
-  are the costs of the same in-process operations, not of a scale-out run.
+  against full rows. Scale-out does not accept ``[sketch]`` yet, so these are the costs of
+  the same in-process operations, not of a scale-out run.
 
 Kafka client work (fetching records, producing assignments, updates and versions) is not
 included: ``scaleout_model.py --validate`` calibrates it from a real run.
