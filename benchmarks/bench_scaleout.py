@@ -19,7 +19,7 @@ and ``--out`` appends one JSON line per run.
 Usage (from the repository root, as a module so that the tests' helpers import)::
 
     .venv/bin/python -m benchmarks.bench_scaleout [--records 40000] [--dim 16] [--k 8]
-        [--procs 1 2 3] [--repeats 1] [--out runs.jsonl] [--quick]
+        [--procs 1 2 3] [--sketch none gaussian] [--repeats 1] [--out runs.jsonl] [--quick]
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def write_config(folder: Path, bootstrap: str, prefix: str, member: str, args: argparse.Namespace
-                 ) -> Path:
+def write_config(folder: Path, bootstrap: str, prefix: str, member: str, args: argparse.Namespace,
+                 sketch: str = "none") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "streamkm.toml"
     config.write_text(f"""
@@ -94,6 +94,8 @@ dead_letter_topic = "{prefix}-dlq"
 enabled = false
 [logging]
 level = "info"
+[sketch]
+kind = "{sketch}"
 [scaleout]
 enabled = true
 updates_topic = "{prefix}-updates"
@@ -105,8 +107,8 @@ member_id = "{member}"
 
 
 def run(broker_pid: int, bootstrap: str, workdir: Path, n_procs: int, values: list[bytes],
-        args: argparse.Namespace, repeat: int = 0) -> dict[str, float]:
-    prefix = f"bench{n_procs}r{repeat}"
+        args: argparse.Namespace, repeat: int = 0, sketch: str = "none") -> dict[str, float]:
+    prefix = f"bench{n_procs}{sketch}r{repeat}"
     create_topics(bootstrap, {prefix: PARTITIONS, f"{prefix}-assignments": 3,
                               f"{prefix}-dlq": 1})
     produce(bootstrap, prefix, [(None, v, i % PARTITIONS) for i, v in enumerate(values)])
@@ -118,8 +120,8 @@ def run(broker_pid: int, bootstrap: str, workdir: Path, n_procs: int, values: li
     members = [chr(ord("a") + i) for i in range(n_procs)]
     logs = {m: workdir / prefix / m / "service.log" for m in members}
     t0 = time.perf_counter()
-    procs = [start_service(write_config(workdir / prefix / m, bootstrap, prefix, m, args),
-                           logs[m]) for m in members]
+    procs = [start_service(write_config(workdir / prefix / m, bootstrap, prefix, m, args,
+                                        sketch), logs[m]) for m in members]
     reader = None
     first_version = None
     cpu_first: list[float] = []
@@ -161,7 +163,7 @@ def run(broker_pid: int, bootstrap: str, workdir: Path, n_procs: int, values: li
     window = max(1e-9, elapsed - (first_version or 0))
     steady_records = len(values) - count_first
     member_cpu = sum(cpu_end[:-1]) - sum(cpu_first[:-1])
-    return {"processes": n_procs, "seconds": elapsed, "first_version_s": first_version or 0.0,
+    return {"processes": n_procs, "sketch": sketch, "seconds": elapsed, "first_version_s": first_version or 0.0,
             "records_per_s": len(values) / elapsed,
             "steady_records_per_s": steady_records / window,
             "steady_records": steady_records, "steady_seconds": window,
@@ -181,6 +183,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--sketch", nargs="+", default=["none"],
+                        help="[sketch] kinds to run, interleaved (e.g. none gaussian)")
     parser.add_argument("--out", type=Path, default=None,
                         help="append one JSON line per run (with the settings) to this file")
     parser.add_argument("--quick", action="store_true",
@@ -200,9 +204,9 @@ def main() -> None:
             create_topics(broker.bootstrap, {"probe": 1})
             rows = []
             for repeat in range(args.repeats):
-                for p in args.procs:
+                for p, sketch in [(p, k) for p in args.procs for k in args.sketch]:
                     rows.append(run(broker.proc.pid, broker.bootstrap, Path(tmp), p, values,
-                                    args, repeat))
+                                    args, repeat, sketch))
                     print(json.dumps(summarise(rows[-1], args)), flush=True)
                     if args.out is not None:
                         with open(args.out, "a") as fh:
@@ -215,20 +219,21 @@ def main() -> None:
     keys = ("steady_records_per_s", "member_cpu_us_per_record", "member_cores_used",
             "broker_cpu_us_per_record", "worker_us_per_record", "leader_ms_per_update",
             "leader_ms_per_version", "records_per_update")
-    print("| P | " + " | ".join(keys) + " |")
-    print("|---:|" + "---:|" * len(keys))
-    for p in args.procs:
-        done = [summarise(r, args) for r in rows if r["processes"] == p]
+    print("| P | sketch | " + " | ".join(keys) + " |")
+    print("|---:|---|" + "---:|" * len(keys))
+    for p, sketch in [(p, k) for p in args.procs for k in args.sketch]:
+        done = [summarise(r, args) for r in rows
+                if r["processes"] == p and r["sketch"] == sketch]
         cells = [f"{statistics.median(d[k] for d in done):.4g} "
                  f"({min(d[k] for d in done):.4g}-{max(d[k] for d in done):.4g})" for k in keys]
-        print(f"| {p} | " + " | ".join(cells) + " |")
+        print(f"| {p} | {sketch} | " + " | ".join(cells) + " |")
 
 
 def summarise(r: dict[str, float], args: argparse.Namespace) -> dict[str, float]:
     """One run's figures per record, per update and per version."""
     upd = max(1.0, r["leader_updates"])
     return {
-        "processes": r["processes"], "seconds": round(r["seconds"], 2),
+        "processes": r["processes"], "sketch": r["sketch"], "seconds": round(r["seconds"], 2),
         "first_version_s": round(r["first_version_s"], 2),
         "records_per_s": round(r["records_per_s"]),
         "steady_records_per_s": round(r["steady_records_per_s"]),
