@@ -1,8 +1,9 @@
 """The runtime shell: one loop for a single process and for a scale-out member.
 
 Read, decode, batch, hand the batch to the learner, write assignments, events and dead
-letters, count, checkpoint on the configured cadence; serve ``/metrics`` (and whatever routes
-other features add) and export the source lag. What "learning" means is the
+letters, count, checkpoint on the configured cadence; serve ``/metrics``, ``/healthz`` and
+``/readyz`` (:mod:`streamkm.runtime.health`; and whatever routes other features add) and
+export the source lag. What "learning" means is the
 :class:`~streamkm.runtime.learner.Learner` strategy's business.
 
 Lifecycle: :meth:`Runtime.start`, then :meth:`Runtime.run` until :meth:`Runtime.request_stop`
@@ -23,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from streamkm.decoding import RejectReason
 from streamkm.exceptions import CheckpointError, ParameterError
 from streamkm.logs import log_event
+from streamkm.runtime.health import HealthChecks, install_health
 from streamkm.runtime.http import HttpRouter, HttpServer, metrics_handler, start_http_server
 from streamkm.runtime.learner import Learned, Learner, RuntimeHook
 from streamkm.runtime.status import ServiceStatus
@@ -64,7 +66,10 @@ class Runtime:
     metrics : ServiceMetrics
         The process's Prometheus metrics.
     router : HttpRouter
-        The HTTP routes (``/metrics``); add routes before :meth:`start`.
+        The HTTP routes (``/metrics``, ``/healthz``, ``/readyz``); add routes before
+        :meth:`start`.
+    health : HealthChecks
+        Liveness clock and readiness checks (register more with ``health.register``).
     http_server : HttpServer or None
         The listener once started (``metrics_server`` is the same object).
     """
@@ -86,6 +91,8 @@ class Runtime:
         self.router.add("/metrics", metrics_handler(self.metrics.registry))
         self.http_server: HttpServer | None = None
         self.hooks: list[RuntimeHook] = []
+        self.last_checkpoint_error: str | None = None
+        self.health: HealthChecks = install_health(self)
         self.parts: dict[str, SourcePartition] = {}
         self.source: Source | None = source
         self.dynamic: DynamicSource | None = None
@@ -122,6 +129,7 @@ class Runtime:
 
     def wait_stop(self, seconds: float) -> bool:
         """Sleep up to ``seconds`` unless a stop is requested; True once it is."""
+        self.health.beat()  # waiting (to retry, for input) is progress, not a stall
         return self._stop.wait(seconds)
 
     @property
@@ -214,6 +222,7 @@ class Runtime:
         assert self.batcher is not None
         try:
             while not self._stop.is_set():
+                self.health.beat()
                 self.learner.tick()
                 batch = self.batcher.collect(min_valid=self.learner.min_valid(),
                                              wait=self._wait)
@@ -254,6 +263,7 @@ class Runtime:
     # ------------------------------------------------------------------ partitions
 
     def _wait(self, seconds: float) -> bool:
+        self.health.beat()
         self.learner.tick()
         if self.dynamic is None:
             return self._stop.wait(seconds)
@@ -293,16 +303,13 @@ class Runtime:
         part = self.parts.pop(key, None)
         if part is not None:
             part.close()
-        try:
-            self.metrics.source_lag.remove(key)
-        except KeyError:
-            pass
+        self.metrics.remove_source_lag(key)
 
     def _update_lag(self) -> None:
         for key, part in self.parts.items():
             lag = part.lag()
             if lag is not None:
-                self.metrics.source_lag.labels(partition=key).set(lag)
+                self.metrics.source_lag(part.lag_unit).labels(partition=key).set(lag)
 
     # ------------------------------------------------------------------ batches
 
@@ -411,6 +418,7 @@ class Runtime:
                 extra=content.extra, **content.sketch)
         except (CheckpointError, OSError) as exc:
             m.checkpoint_failures.inc()
+            self.last_checkpoint_error = str(exc)
             log_event(_log, "error", "checkpoint_failed", reason=reason, error=str(exc))
             self._last_checkpoint_time = time.monotonic()
             for hook in self.hooks:
