@@ -49,8 +49,11 @@ class ScaleoutService(Runtime):
     def _model_readiness(self) -> tuple[bool, str]:
         """Ready once a version of the group's model was adopted (workers assign with it)."""
         version = self.learner.model_version
-        if self.learner.model is None or version < 0:
+        if version < 0:
             return False, "no model version adopted yet (reading the model topic)"
+        if self.learner.model is None:
+            return False, (f"model version {version} adopted but it has no centers yet (the "
+                           f"leader initialises them from the first records)")
         return True, f"model version {version} adopted, {self.status.clusters} clusters"
 
     def _broker_readiness(self) -> tuple[bool, str]:
