@@ -161,7 +161,8 @@ def test_dashboard_covers_the_required_views() -> None:
     for needle in ["rate(streamkm_records_accepted_total", "sum by (reason) (rate("
                    "streamkm_records_rejected_total", "histogram_quantile(0.99, sum by (le) "
                    "(rate(streamkm_batch_processing_seconds_bucket", "streamkm_batch_objective",
-                   "streamkm_model_converged", "streamkm_clusters", "streamkm_source_lag",
+                   "streamkm_model_converged", "streamkm_clusters", "streamkm_source_lag_bytes{",
+                   "streamkm_source_lag_records{",
                    "time() - streamkm_checkpoint_last_success_timestamp_seconds",
                    "increase(streamkm_cluster_splits_total",
                    "increase(streamkm_cluster_merges_total",
