@@ -3,7 +3,8 @@
 ``/healthz`` (liveness) answers 200 while the runtime's loop keeps turning: the loop beats
 (:meth:`HealthChecks.beat`) on every iteration and every poll interval while it waits for
 input, and the answer is 503 once the last beat is older than :func:`stall_after_s` of the
-configuration. A restart is the remedy for a 503 here (Kubernetes ``livenessProbe``).
+configuration. A restart is the remedy for a 503 here (Kubernetes ``livenessProbe``; under systemd the
+same check feeds the unit's watchdog, :mod:`streamkm.runtime.watchdog`).
 
 ``/readyz`` (readiness) answers 200 when every registered check passes: ``runtime``
 (started, not stopping), ``model`` (loaded or restored; in scale-out mode: a model version
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamkm.runtime.http import HttpRequest, HttpResponse, HttpRouter, json_response
 from streamkm.runtime.learner import RuntimeHook
+from streamkm.runtime.watchdog import SystemdWatchdog
 from streamkm.service.config import ServiceConfig
 from streamkm.sources import ReportsReadiness
 
@@ -79,6 +81,11 @@ class HealthChecks:
     >>> health.register("disk", lambda: (True, "42 GiB free"))
     >>> health.readiness()
     (True, {'status': 'ready', 'checks': {'disk': {'ok': True, 'detail': '42 GiB free'}}})
+
+    Attributes
+    ----------
+    watchdog : SystemdWatchdog or None
+        The systemd watchdog fed by :meth:`liveness` (set by :func:`install_health`).
     """
 
     def __init__(self, stall_after_s: float, *, clock: Callable[[], float] = time.monotonic
@@ -89,6 +96,7 @@ class HealthChecks:
         self._last_beat = self._born
         self._checks: dict[str, Check] = {}
         self._lock = threading.Lock()
+        self.watchdog: SystemdWatchdog | None = None
 
     def beat(self) -> None:
         """The loop made progress (called from the loop's thread)."""
@@ -150,8 +158,9 @@ class HealthChecks:
 class _RuntimeState(RuntimeHook):
     """The runtime's default readiness checks, fed by its hook calls."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, watchdog: SystemdWatchdog) -> None:
         self.runtime = runtime
+        self.watchdog = watchdog
         self.started = False
         self.stopped = False
         self.checkpoint: tuple[bool, str, float] | None = None  # ok, reason, when (monotonic)
@@ -161,6 +170,7 @@ class _RuntimeState(RuntimeHook):
 
     def on_stopped(self, runtime: Runtime) -> None:
         self.stopped = True
+        self.watchdog.stop()
 
     def on_checkpoint(self, runtime: Runtime, reason: str, ok: bool) -> None:
         self.checkpoint = (ok, reason, time.monotonic())
@@ -209,9 +219,12 @@ class _RuntimeState(RuntimeHook):
 
 def install_health(runtime: Runtime) -> HealthChecks:
     """The health checks of ``runtime``: liveness clock, the default readiness checks
-    (``runtime``, ``model``, ``source``, ``checkpoint``) and the two routes."""
+    (``runtime``, ``model``, ``source``, ``checkpoint``), the two routes and, under a
+    systemd unit with ``WatchdogSec=``, the watchdog pings."""
     health = HealthChecks(stall_after_s(runtime.config))
-    state = _RuntimeState(runtime)
+    health.watchdog = SystemdWatchdog(health.liveness)
+    health.watchdog.start()
+    state = _RuntimeState(runtime, health.watchdog)
     runtime.add_hook(state)
     health.register("runtime", state.check_runtime)
     health.register("model", state.check_model)

@@ -237,6 +237,8 @@ def test_systemd_unit_restart_stop_and_hardening() -> None:
     assert service["KillSignal"] == "SIGTERM"
     assert int(service["TimeoutStopSec"]) >= 60
     assert service["RestartPreventExitStatus"] == "2"
+    # the watchdog is fed by the /healthz check (streamkm.runtime.watchdog)
+    assert service["NotifyAccess"] == "main" and service["WatchdogSec"] == "30s"
     for key, value in {"NoNewPrivileges": "yes", "ProtectSystem": "strict",
                        "PrivateTmp": "yes", "ProtectKernelTunables": "yes"}.items():
         assert service[key] == value, key

@@ -6,7 +6,9 @@ cannot be written, and for a scale-out member until it adopted a model version."
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import threading
 import time
 import urllib.error
@@ -188,3 +190,56 @@ def test_stall_threshold_follows_the_configuration(tmp_path: Path) -> None:
                    "max_poll_interval_ms": 300_000},
         "decoding": {"dim": 2}, "model": {"n_clusters": 2}})
     assert stall_after_s(kafka) == 300.0
+
+
+@pytest.fixture
+def notify_socket(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A datagram socket where systemd would listen (abstract name), announced to the
+    runtime through NOTIFY_SOCKET with a 0.2 s watchdog (pings every 0.1 s)."""
+    name = f"streamkm-test-{os.getpid()}-{time.monotonic_ns()}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind("\0" + name)
+    monkeypatch.setenv("NOTIFY_SOCKET", "@" + name)
+    monkeypatch.setenv("WATCHDOG_USEC", "200000")
+    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
+    yield sock
+    sock.close()
+
+
+def next_message(sock: socket.socket, timeout: float) -> str | None:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(256).decode()
+    except TimeoutError:
+        return None
+
+
+def test_systemd_watchdog_is_fed_only_while_the_loop_turns(notify_socket: socket.socket,
+                                                            tmp_path: Path) -> None:
+    service = Service(_config(tmp_path), registry=CollectorRegistry(), serve_metrics=False)
+    hook = BlockingHook()
+    service.add_hook(hook)
+    assert service.health.watchdog is not None and service.health.watchdog.interval_s == 0.1
+    thread = threading.Thread(target=service.run, name="test-runtime")
+    thread.start()
+    try:
+        assert next_message(notify_socket, 10) == "WATCHDOG=1"
+        assert hook.blocked.wait(60)
+        service.health.stall_after_s = 0.3
+        wait_for(lambda: not service.health.liveness()[0], "the loop reported stuck")
+        while next_message(notify_socket, 0.15) is not None:
+            pass  # pings sent before the stall was seen
+        # 10 ping periods without a ping: systemd would restart the service (WatchdogSec)
+        assert next_message(notify_socket, 1.0) is None
+        hook.release.set()
+        assert next_message(notify_socket, 10) == "WATCHDOG=1"
+    finally:
+        hook.release.set()
+        service.request_stop()
+        thread.join(60)
+    messages = []
+    while (message := next_message(notify_socket, 1.0)) is not None:
+        messages.append(message)
+        if message == "STOPPING=1":
+            break
+    assert messages[-1:] == ["STOPPING=1"]

@@ -6,6 +6,9 @@ lag in bytes only."""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -43,7 +46,13 @@ def test_health_ready_404_and_process_metrics_of_a_running_service(tmp_path: Pat
     data = tmp_path / "in.jsonl"
     write_jsonl(data, blob_rows(600))
     config = service_config(tmp_path, data, extra="[metrics]\nenabled = true\nport = 0\n")
-    service = RunningService(config)
+    # where systemd would listen for the watchdog pings of a unit with WatchdogSec=2s
+    name = f"streamkm-test-{os.getpid()}-{time.monotonic_ns()}"
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind("\0" + name)
+    notify.settimeout(30)
+    service = RunningService(config, env={"NOTIFY_SOCKET": "@" + name,
+                                          "WATCHDOG_USEC": "2000000"})
     try:
         service.wait_until(lambda: metrics_url(service.log) is not None)
         base = str(metrics_url(service.log)).removesuffix("/metrics")
@@ -71,5 +80,12 @@ def test_health_ready_404_and_process_metrics_of_a_running_service(tmp_path: Pat
         assert not [n for n in names if n.endswith("_created")]
         lag = [line for line in text.splitlines() if line.startswith("streamkm_source_lag")]
         assert lag == [f'streamkm_source_lag_bytes{{partition="{data}"}} 0.0'], lag
+
+        assert notify.recv(64) == b"WATCHDOG=1"
     finally:
         assert service.stop() == 0
+    messages = []
+    while (message := notify.recv(64)) != b"STOPPING=1":
+        messages.append(message)
+    assert set(messages) <= {b"WATCHDOG=1"}
+    notify.close()
