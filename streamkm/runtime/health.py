@@ -3,7 +3,8 @@
 ``/healthz`` (liveness) answers 200 while the runtime's loop keeps turning: the loop beats
 (:meth:`HealthChecks.beat`) on every iteration and every poll interval while it waits for
 input, and the answer is 503 once the last beat is older than :func:`stall_after_s` of the
-configuration. A restart is the remedy for a 503 here (Kubernetes ``livenessProbe``; under systemd the
+configuration. Before the first beat (start-up: restoring the checkpoint, writing the first
+one) the limit is the longer :data:`START_ALLOWANCE_FACTOR` x that threshold. A restart is the remedy for a 503 here (Kubernetes ``livenessProbe``; under systemd the
 same check feeds the unit's watchdog, :mod:`streamkm.runtime.watchdog`).
 
 ``/readyz`` (readiness) answers 200 when every registered check passes: ``runtime``
@@ -46,6 +47,8 @@ READYZ_PATH = "/readyz"
 Check = Callable[[], tuple[bool, str]]
 #: The floor of the stall threshold, in seconds.
 MIN_STALL_S = 60.0
+#: Start-up (before the loop's first beat) may take this many stall thresholds.
+START_ALLOWANCE_FACTOR = 5.0
 
 
 def stall_after_s(config: ServiceConfig) -> float:
@@ -94,6 +97,7 @@ class HealthChecks:
         self._clock = clock
         self._born = clock()
         self._last_beat = self._born
+        self._turning = False  # no beat yet: starting up
         self._checks: dict[str, Check] = {}
         self._lock = threading.Lock()
         self.watchdog: SystemdWatchdog | None = None
@@ -101,6 +105,7 @@ class HealthChecks:
     def beat(self) -> None:
         """The loop made progress (called from the loop's thread)."""
         self._last_beat = self._clock()
+        self._turning = True
 
     def register(self, name: str, check: Check) -> None:
         """Add readiness check ``name`` (a name registered again keeps the last check)."""
@@ -114,16 +119,19 @@ class HealthChecks:
             return list(self._checks)
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
-        """``(alive, body)``: alive while the last beat is at most :attr:`stall_after_s` old."""
+        """``(alive, body)``: alive while the last beat is at most :attr:`stall_after_s` old
+        (before the first beat: start-up, :data:`START_ALLOWANCE_FACTOR` times that)."""
         now = self._clock()
         age = now - self._last_beat
+        turning = self._turning
+        limit = self.stall_after_s * (1.0 if turning else START_ALLOWANCE_FACTOR)
         body: dict[str, Any] = {"loop_age_s": round(age, 3), "stall_after_s": self.stall_after_s,
                                 "uptime_s": round(now - self._born, 3)}
-        if age <= self.stall_after_s:
-            return True, {"status": "ok", **body}
+        if age <= limit:
+            return True, {"status": "ok" if turning else "starting", **body}
+        what = "the runtime loop has not turned" if turning else "the start has not finished"
         return False, {"status": "stuck", **body,
-                       "reason": f"the runtime loop has not turned for {age:.1f} s "
-                                 f"(limit {self.stall_after_s:g} s)"}
+                       "reason": f"{what} for {age:.1f} s (limit {limit:g} s)"}
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """``(ready, body)``: ready when every check passes; a check that raises fails with

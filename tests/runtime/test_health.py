@@ -243,3 +243,20 @@ def test_systemd_watchdog_is_fed_only_while_the_loop_turns(notify_socket: socket
         if message == "STOPPING=1":
             break
     assert messages[-1:] == ["STOPPING=1"]
+
+
+def test_start_up_gets_a_longer_allowance_than_the_loop() -> None:
+    now = [100.0]
+    health = HealthChecks(stall_after_s=10.0, clock=lambda: now[0])
+    now[0] = 130.0  # restoring a large checkpoint: no beat yet, within 5 x 10 s
+    alive, body = health.liveness()
+    assert alive and body["status"] == "starting"
+    now[0] = 151.0
+    alive, body = health.liveness()
+    assert not alive and body["reason"] == "the start has not finished for 51.0 s (limit 50 s)"
+    health.beat()
+    assert health.liveness() == (True, {"status": "ok", "loop_age_s": 0.0,
+                                        "stall_after_s": 10.0, "uptime_s": 51.0})
+    now[0] = 161.5
+    alive, body = health.liveness()
+    assert not alive and body["reason"] == "the runtime loop has not turned for 10.5 s (limit 10 s)"
