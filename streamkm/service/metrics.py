@@ -131,10 +131,19 @@ class ServiceMetrics:
         self.build_info.info({"version": __version__})
         for kind in ("converged", "woke"):
             self.model_transitions.labels(kind=kind)
-        for collector in (ProcessCollector, PlatformCollector):
+        self._add_process_collectors()
+
+    def _add_process_collectors(self) -> None:
+        """prometheus_client's process and platform collectors, unless the registry has them
+        (a registry only detects duplicates itself with ``auto_describe``: look first)."""
+        present = {metric.name for metric in self.registry.collect()}
+        for collector, name in ((ProcessCollector, "process_start_time_seconds"),
+                                (PlatformCollector, "python_info")):
+            if name in present:
+                continue
             try:
-                collector(registry=r)
-            except ValueError:  # "Duplicated timeseries": the registry has them already
+                collector(registry=self.registry)
+            except ValueError:  # "Duplicated timeseries": registered under other names
                 pass
 
     def source_lag(self, unit: str) -> Gauge:
