@@ -169,9 +169,9 @@ def test_leader_owns_one_sketch_versioned_with_the_model() -> None:
 
 
 def test_sketched_leader_replays_deterministically_from_a_version() -> None:
-    leader, messages = _messages(2400, adopt_every=3)
+    leader, messages = _messages(1500, adopt_every=3)
     mid = _sketched_leader()
-    for offset, message in enumerate(messages[:12]):
+    for offset, message in enumerate(messages[:8]):
         mid.apply(message, offset)
     successor = _sketched_leader(ModelVersion.from_bytes(mid.snapshot().to_bytes()))
     for offset, message in enumerate(messages):
