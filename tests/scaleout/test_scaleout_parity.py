@@ -231,11 +231,21 @@ def test_sketched_sparse_records_one_epoch_per_update(kafka_broker: TansuBroker,
     configs = _configs(tmp_path, bootstrap, prefix, n_clusters=4, extra=SKETCH,
                        decoding=f'format = "json_sparse"\ndim = {TOPICS.dim}')
     n = 3000
-    produce(bootstrap, prefix, [(f"k{i}".encode(), TOPICS.json(i), (i // 4) % PARTITIONS)
-                                for i in range(n)])
+
+    def produce_docs(lo: int, hi: int) -> None:
+        produce(bootstrap, prefix, [(f"k{i}".encode(), TOPICS.json(i), (i // 4) % PARTITIONS)
+                                    for i in range(lo, hi)])
+
+    produce_docs(0, 600)
     procs, logs = _run(configs)
     model = ModelTopic(bootstrap, f"{prefix}-model")
     try:
+        # the rest in steps, each after the previous one was counted: the members assign
+        # and project with models (and sketch epochs) they adopted
+        for lo in range(600, n, 600):
+            wait_until(lambda lo=lo: model.count() >= lo, 60, f"{lo} records counted",
+                       list(procs.values()), interval=0.2)
+            produce_docs(lo, lo + 600)
         _wait_exact(model, n, list(procs.values()))
         for proc in procs.values():
             assert stop(proc) == 0
