@@ -259,9 +259,10 @@ def test_sketched_sparse_records_one_epoch_per_update(kafka_broker: TansuBroker,
 
     # every update holds rows of one sketch epoch: its rows are that epoch's sketch (as
     # published with the model) of its raw rows
-    sketches = {}
+    sketches, by_version = {}, {}
     for version in _all_versions(bootstrap, f"{prefix}-model"):
         if version.sketch_epoch is not None:
+            by_version[version.version] = version
             sketches.setdefault(version.sketch_epoch, version.build_model().sketcher_)
     epochs: Counter[int] = Counter()
     for message in read_topic(bootstrap, f"{prefix}-updates"):
@@ -277,6 +278,17 @@ def test_sketched_sparse_records_one_epoch_per_update(kafka_broker: TansuBroker,
                if e.get("event") == "scaleout_sketch_adopted"]
     assert {e["member"] for e in adopted} == set(MEMBERS)
     assert final.counters["updates_reprojected"] <= sum(epochs.values())
+
+    # an assignment is made with the sketch and model of the version it names (``step``)
+    assignments = [json.loads(m.value)
+                   for m in read_topic(bootstrap, f"{prefix}-out-assignments")]
+    assert {a["id"] for a in assignments} == {f"d{i}" for i in range(n)}
+    sample = assignments[::25]
+    assert len({a["step"] for a in sample}) >= 3
+    models = {v: by_version[v].build_model() for v in {a["step"] for a in sample}}
+    for a in sample:
+        doc = TOPICS.matrix([int(a["id"][1:])])
+        assert a["cluster"] == int(models[a["step"]].predict(doc)[0]), a
 
     held_out_ids = range(10**6, 10**6 + 600)
     held_out = TOPICS.matrix(held_out_ids)
