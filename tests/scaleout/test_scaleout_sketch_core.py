@@ -196,6 +196,30 @@ def test_resketches_are_reported_as_side_events() -> None:
     assert epochs == [1, 2]
 
 
+def test_unsketched_leader_steps_csr_updates_like_dense_ones() -> None:
+    """Sparse records without a sketch: CSR update rows give the same model as their dense
+    version (the leader densifies one update's rows)."""
+    def run(sparse: bool) -> MergeLeader:
+        leader = MergeLeader(lambda: MiniBatchKernelKMeans(4, tau=40, n_init=1, random_state=3),
+                             init_records=100)
+        leader.apply(Fence("p0", "a", "w"), 0)
+        rng = np.random.default_rng(2)
+        for i, lo in enumerate(range(0, 800, 100)):
+            x = TOPICS.matrix(range(lo, lo + 100))
+            rows, mult = subsample_per_cluster(np.arange(100) % 4, 4, 10, rng)
+            chosen = x[rows] if sparse else x[rows].toarray()
+            update = decode_message(encode_message(
+                ModelUpdate("p0", lo, lo + 100, "a", "w", i, chosen, mult)))
+            assert sp.issparse(update.rows) == sparse
+            leader.apply(update, i + 1)
+        return leader
+
+    dense, sparse = run(False), run(True)
+    probe = TOPICS.matrix(range(10**6, 10**6 + 50)).toarray()
+    np.testing.assert_array_equal(sparse.model.transform(probe), dense.model.transform(probe))
+    assert sparse.counters["records_applied"] == 800
+
+
 # ---------------------------------------------------------------- drift announced by versions
 
 def test_split_is_announced_in_the_versions_with_its_version() -> None:
