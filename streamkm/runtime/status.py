@@ -39,12 +39,13 @@ class ServiceStatus:
                     ) -> None:
         """Add a processed batch to the status and the metrics.
 
-        ``rejected`` holds the batch's dead-lettered records by reason.
+        ``rejected`` holds the batch's dead-lettered records by reason (the decoder's
+        rejections, and accepted records whose assignment could not be written).
         """
         for reason, n in rejected.items():
             metrics.records_rejected.labels(reason=reason).inc(n)
             self.rejected_by_reason[reason] = self.rejected_by_reason.get(reason, 0) + n
-        self.records_rejected += len(batch.rejections)
+        self.records_rejected += sum(rejected.values())
         self.records_read += batch.n_read
         self.records_accepted += batch.n_valid
         self.batches += 1
