@@ -89,13 +89,13 @@ class JsonLinesFileSink:
             with memoryview(self._pending) as view:
                 while written < len(view):
                     written += os.write(fd, view[written:])
-        except OSError:
+        except OSError as exc:
             if written:
                 try:
                     os.ftruncate(fd, self._disk)
                 except OSError:
                     self._torn = True
-            raise
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
         self._disk += written
         self._pending.clear()
 
