@@ -480,6 +480,8 @@ class Runtime:
         """:meth:`checkpoint`, raising :class:`StorageError` (counted, not logged) when the
         file system refuses the sinks' sync or the checkpoint file."""
         assert self.store is not None and self.sinks is not None
+        if self._batch_given_up:  # the model holds a batch whose outputs are not written
+            return False
         content = self.learner.checkpoint_content()
         if content is None:
             self._last_checkpoint_time = time.monotonic()

@@ -157,6 +157,18 @@ def test_rollback_then_close_while_refused_drops_the_batch_cleanly(
 # ---------------------------------------------------------------------------- the runtime
 
 
+def clean_run(tmp_path: Path) -> list[tuple[str, int, int]]:
+    """``(id, cluster, step)`` of every assignment of the same input without faults."""
+    folder = tmp_path / "clean"
+    folder.mkdir()
+    clean = Service(_config(folder), registry=CollectorRegistry())
+    clean.start()
+    _drain(clean)
+    clean.close()
+    return [(a["id"], a["cluster"], a["step"])
+            for a in lines(folder / "out" / "assignments.jsonl")]
+
+
 def stall_until_waited(service: Service, waits_before_space: int) -> list[float]:
     """Have the runtime's backoff waits lift the size limit after ``waits_before_space``
     of them (space comes back); returns the waits seen."""
@@ -191,19 +203,8 @@ def test_refused_batch_output_is_retried_whole_exactly_once(tmp_path: Path) -> N
     assert m.io_stalled._value.get() == 0 and service.io_health.ok
     faulted = [(a["id"], a["cluster"], a["step"]) for a in lines(out)]
     assert sorted(i for i, _, _ in faulted) == sorted(str(i) for i in range(60))
-    steps = service.model.n_steps_
     service.close()
-    # The same input without faults: the same assignments by the same model steps, so no
-    # batch was learned twice.
-    clean_dir = tmp_path / "clean"
-    clean_dir.mkdir()
-    clean = Service(_config(clean_dir), registry=CollectorRegistry())
-    clean.start()
-    _drain(clean)
-    assert clean.model.n_steps_ == steps
-    clean.close()
-    assert faulted == [(a["id"], a["cluster"], a["step"])
-                       for a in lines(clean_dir / "out" / "assignments.jsonl")]
+    assert faulted == clean_run(tmp_path)  # no batch learned twice
 
 
 def test_refused_checkpoint_pauses_until_written(tmp_path: Path) -> None:
@@ -254,3 +255,42 @@ def test_record_the_sink_cannot_write_is_dead_lettered_not_retried(tmp_path: Pat
     assert service.status.rejected_by_reason["output_error"] == 1
     assert m.io_errors.labels(target="assignments")._value.get() == 0  # not a device fault
     service.close()
+
+
+def test_stop_while_stalled_gives_the_batch_up_and_a_restart_is_exact(tmp_path: Path) -> None:
+    service = Service(_config(tmp_path), registry=CollectorRegistry())
+    service.start()
+    out = tmp_path / "out" / "assignments.jsonl"
+    assert service.batcher is not None and service.store is not None
+    first = service.batcher.collect(min_valid=service.learner.min_valid(),
+                                    wait=service.wait_stop)
+    assert first is not None
+    service.process(first)
+    service.checkpoint(reason="test")
+    checkpoints = service.store.paths()
+    second = service.batcher.collect(min_valid=1, wait=service.wait_stop)
+    assert second is not None
+    service.process(second)  # written, not checkpointed
+    length = out.stat().st_size
+
+    def stop_now(_seconds: float) -> bool:
+        service.request_stop()  # SIGTERM while stalled
+        return True
+
+    service.io_guard._wait = stop_now
+    batch = service.batcher.collect(min_valid=1, wait=service.wait_stop)
+    assert batch is not None and batch.n_valid
+    with file_size_limit(length + 300):
+        service.process(batch)
+    assert out.stat().st_size == length  # the partial output was taken back
+    service._batches_since_checkpoint = 10  # due, and space is back: still no checkpoint
+    service._maybe_checkpoint()
+    service.close()
+    assert service.store.paths() == checkpoints  # no final checkpoint either
+    assert [a["id"] for a in lines(out)] == first.ids + second.ids
+
+    restarted = Service(_config(tmp_path), registry=CollectorRegistry())
+    restarted.start()
+    _drain(restarted)
+    restarted.close()
+    assert [(a["id"], a["cluster"], a["step"]) for a in lines(out)] == clean_run(tmp_path)
