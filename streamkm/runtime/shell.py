@@ -403,12 +403,7 @@ class Runtime:
         assert self.sinks is not None
         failed = self._write_assignment_rows(batch, learned)
         if failed:
-            rejected = self.sinks.write_dead_letters(failed)
-            for reason, n in rejected.items():
-                self.metrics.records_rejected.labels(reason=reason).inc(n)
-                by_reason = self.status.rejected_by_reason
-                by_reason[reason] = by_reason.get(reason, 0) + n
-                self.status.records_rejected += n
+            self.status.count_rejected(self.sinks.write_dead_letters(failed), self.metrics)
         self._set_objective(learned)
 
     def record_events(self, events: tuple[dict[str, Any], ...] | list[dict[str, Any]],

@@ -253,6 +253,8 @@ def test_record_the_sink_cannot_write_is_dead_lettered_not_retried(tmp_path: Pat
     m = service.metrics
     assert m.records_rejected.labels(reason="output_error")._value.get() == 1
     assert service.status.rejected_by_reason["output_error"] == 1
+    assert (service.status.records_accepted, service.status.records_rejected) == (59, 2)
+    assert m.records_accepted._value.get() == 59  # = assignment lines
     assert m.io_errors.labels(target="assignments")._value.get() == 0  # not a device fault
     service.close()
 
