@@ -296,3 +296,30 @@ def test_stop_while_stalled_gives_the_batch_up_and_a_restart_is_exact(tmp_path: 
     _drain(restarted)
     restarted.close()
     assert [(a["id"], a["cluster"], a["step"]) for a in lines(out)] == clean_run(tmp_path)
+
+
+def test_stop_while_a_checkpoint_is_refused_closes_cleanly(tmp_path: Path) -> None:
+    service = Service(_config(tmp_path), registry=CollectorRegistry())
+    service.start()
+    _drain(service)
+    assert service.store is not None
+    checkpoints = service.store.paths()
+    service.mark_dirty()
+    service._batches_since_checkpoint = 10
+
+    def stop_now(_seconds: float) -> bool:
+        service.request_stop()
+        return True
+
+    service.io_guard._wait = stop_now
+    with file_size_limit(1000):
+        service._maybe_checkpoint()  # refused, then the stop
+        service.close()  # the final checkpoint is tried once, refused: no exception
+    assert service.store.paths() == checkpoints
+    assert not service.io_health.ok
+    restarted = Service(_config(tmp_path), registry=CollectorRegistry())
+    restarted.start()  # resumes from the last checkpoint written
+    _drain(restarted)
+    restarted.close()
+    ids = [a["id"] for a in lines(tmp_path / "out" / "assignments.jsonl")]
+    assert sorted(ids, key=int) == [str(i) for i in range(60)]
