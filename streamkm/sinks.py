@@ -20,6 +20,9 @@ Two kinds of write errors are told apart (:class:`SinkSet` does it for every sin
   :class:`~streamkm.exceptions.OutputRecordError`) from a ``write_*`` call: that entry cannot
   be written whatever the device. An assignment that fails so is dead-lettered with reason
   ``output_error`` and the error as detail; an event is dropped (logged). Never retried.
+  The batch is then written again row by row after a ``rollback``: a sink without
+  ``rollback`` should serialise a whole call before it queues anything, so that a
+  record-level error leaves nothing of the call behind.
 """
 
 from __future__ import annotations
