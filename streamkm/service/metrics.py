@@ -2,7 +2,8 @@
 
 Every metric is documented in ``docs/metrics.md``. Labels are bounded: ``reason`` takes the
 values of :class:`streamkm.decoding.RejectReason`, ``kind`` is ``converged`` or ``woke``,
-``partition`` is one of the source's partitions (a fixed list per process).
+``partition`` is one of the source's partitions (a fixed list per process), ``target`` one of
+:data:`IO_TARGETS`.
 
 The registry also gets prometheus_client's process collector (``process_*``: memory, CPU,
 open files, start time) and platform collector (``python_info``), unless it already has them
@@ -29,7 +30,11 @@ from streamkm._version import __version__
 from streamkm.exceptions import ParameterError
 from streamkm.sources import LAG_BYTES, LAG_RECORDS
 
-__all__ = ["ServiceMetrics", "KafkaMetrics"]
+__all__ = ["ServiceMetrics", "KafkaMetrics", "IO_TARGETS"]
+
+#: Values of the ``target`` label of ``streamkm_io_errors_total``: the output files and the
+#: checkpoint folder.
+IO_TARGETS = ("assignments", "events", "dead_letter", "checkpoint")
 
 _BATCH_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                           2.5, 5.0, 10.0)
@@ -125,6 +130,17 @@ class ServiceMetrics:
             "rows), in seconds.", buckets=_CHECKPOINT_SECONDS_BUCKETS, registry=r)
         for trigger in ("schedule", "drift"):
             self.resketches.labels(trigger=trigger)
+        self.io_errors = Counter(
+            "streamkm_io_errors",
+            "Writes of an output file or a checkpoint refused by the file system (disk full, "
+            "quota, read-only, I/O error), by target; every failed attempt counts.",
+            ["target"], registry=r)
+        for target in IO_TARGETS:
+            self.io_errors.labels(target=target)
+        self.io_stalled = Gauge(
+            "streamkm_io_stalled",
+            "1 while ingestion is paused because an output file or a checkpoint cannot be "
+            "written (retried with backoff until it succeeds), else 0.", registry=r)
         self._kafka: KafkaMetrics | None = None
         self.build_info = Info(
             "streamkm_build", "Version of streamkm running.", registry=r)

@@ -29,7 +29,7 @@ from tests.scaleout.test_scaleout_retry import World
 
 pytestmark = pytest.mark.unit
 
-CHECKS = {"runtime", "model", "source", "checkpoint"}
+CHECKS = {"runtime", "model", "source", "checkpoint", "outputs"}
 
 
 def get_json(url: str) -> tuple[int, dict[str, Any]]:
@@ -130,7 +130,10 @@ def test_readyz_lists_each_check_and_fails_while_checkpoints_fail(running: Any,
     check = body["checks"]["checkpoint"]
     assert not check["ok"] and "failed" in check["detail"]
     assert service.last_checkpoint_error and service.last_checkpoint_error in check["detail"]
-    assert all(body["checks"][name]["ok"] for name in CHECKS - {"checkpoint"})
+    # the refused checkpoint also pauses ingestion until it can be written
+    outputs = body["checks"]["outputs"]
+    assert not outputs["ok"] and "checkpoint" in outputs["detail"]
+    assert all(body["checks"][name]["ok"] for name in CHECKS - {"checkpoint", "outputs"})
 
 
 def test_readiness_before_start_and_after_stop(tmp_path: Path) -> None:
