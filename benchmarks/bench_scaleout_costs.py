@@ -26,8 +26,9 @@ measured on the library's own code paths, in this process, one thread:
 * **sketching on / off** at d = 1000 input features: worker projection
   (:class:`~streamkm.sketch.RandomProjection`, r = ceil(k / eps^2)) + assignment in r
   dimensions against assignment in d dimensions, and the leader's step on sketch-sized rows
-  against full rows. Scale-out does not accept ``[sketch]`` yet, so these are the costs of
-  the same in-process operations, not of a scale-out run.
+  against full rows: the costs of the same in-process operations, not of a scale-out run
+  with ``[sketch]`` (whose updates also carry their raw rows; ``bench_scaleout.py --sketch``
+  runs that).
 
 Kafka client work (fetching records, producing assignments, updates and versions) is not
 included: ``scaleout_model.py --validate`` calibrates it from a real run.
