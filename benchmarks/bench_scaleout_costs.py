@@ -100,9 +100,17 @@ def mixture(rng: np.random.Generator, k: int, d: int, n: int) -> np.ndarray:
     return centers[rng.integers(k, size=n)] + rng.normal(0.0, 1.0, (n, d))
 
 
+#: ``tol`` of the measured models: 0 never converges (every step updates the centers, the
+#: model while it learns); ``--mode converged`` keeps the default, and the models converge
+#: within the first steps (steps then only assign, until the monitor wakes them).
+TOL = {"updating": 0.0, "converged": 0.005}
+MODE = ["updating"]
+
+
 def warm_model(x: np.ndarray, k: int, tau: int, batch: int) -> MiniBatchKernelKMeans:
     """A model whose centers have (close to) full supports: a few steps of ``batch`` rows."""
-    model = MiniBatchKernelKMeans(k, tau=tau, n_init=1, random_state=0, batch_size=batch)
+    model = MiniBatchKernelKMeans(k, tau=tau, n_init=1, random_state=0, batch_size=batch,
+                                  tol=TOL[MODE[0]])
     for lo in range(0, min(x.shape[0], 3 * batch), batch):
         model.partial_fit(x[lo:lo + batch])
     return model
@@ -312,6 +320,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         print(f"repeat {rep + 1}/{args.repeats} done ({time.perf_counter() - t0:.0f} s)",
               flush=True)
     return {"meta": {"repeats": args.repeats, "dim": args.dim, "threads": 1,
+                     "mode": args.mode,
                      "load_average_1min": [min(loads), max(loads)],
                      "measured_unix": time.time(), "skipped": sorted(SKIPPED)},
             "leader": [c.summary() for c in cells],
@@ -324,8 +333,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def report(res: dict[str, Any]) -> None:
     meta = res["meta"]
-    print(f"\nProcess CPU time, 1 thread, median (min-max) over {meta['repeats']} interleaved "
-          f"repeats; load average {meta['load_average_1min'][0]:.1f}-"
+    print(f"\nModel mode: {meta.get('mode', 'converged')}. Process CPU time, 1 thread, "
+          f"median (min-max) over {meta['repeats']} interleaved repeats; load average {meta['load_average_1min'][0]:.1f}-"
           f"{meta['load_average_1min'][1]:.1f} on 2 cores.\n")
     print(f"Leader (d={meta['dim']}), each update size in its own steady state: t_L per "
           "update, t_V per version (snapshot + encode), t_adopt per version on every member "
@@ -382,6 +391,9 @@ def main() -> None:
     parser.add_argument("--sketch-k", type=int, default=16)
     parser.add_argument("--sketch-tau", type=int, default=50)
     parser.add_argument("--sketch-dim-in", type=int, default=1000)
+    parser.add_argument("--mode", choices=sorted(TOL), default="updating",
+                        help="updating: tol=0, every step moves the centers (default); "
+                        "converged: default tol, steps only assign once converged")
     parser.add_argument("--out", type=Path, default=Path("scaleout_costs.json"))
     parser.add_argument("--quick", action="store_true",
                         help="2 repeats of a small grid: a smoke test")
@@ -389,6 +401,7 @@ def main() -> None:
     if args.quick:
         args.repeats, args.k, args.tau, args.workers = 2, [4, 16], [50], [1, 4]
         args.sketch_dim_in, args.batch = 200, 400
+    MODE[0] = args.mode
     with num_threads(1), threadpool_limits(1):
         res = measure(args)
     args.out.write_text(json.dumps(res, indent=1))
