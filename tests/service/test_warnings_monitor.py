@@ -222,3 +222,19 @@ def test_bytes_are_replaced_atomically_and_npz_reads_back(tmp_path: Path) -> Non
     assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]  # no temporary file left
     write_npz_atomic(target, {"a": np.arange(3)}, {"v": 2})
     assert read_npz(target)[1] == {"v": 2}
+
+
+def test_single_process_and_scaleout_members_report_alike(tmp_path: Path) -> None:
+    from streamkm.scaleout.process import ScaleoutService
+
+    raw = {"source": {"kind": "kafka", "topics": ["t"]}, "decoding": {"dim": 2},
+           "model": {"n_clusters": 3}, "scaleout": {"enabled": True},
+           "kafka": {"bootstrap_servers": ["127.0.0.1:1"]}}
+    member = ScaleoutService(config_from_mapping(raw), serve_metrics=False)
+    single = Service(config_from_mapping(_raw(tmp_path, status={"interval_s": 0})))
+    kinds = {type(h) for h in member.hooks}
+    assert {ProgressHook, WarningsHook} <= kinds
+    assert ProgressHook not in {type(h) for h in single.hooks}  # interval_s = 0: no status
+    assert WarningsHook in {type(h) for h in single.hooks}
+    progress = next(h for h in member.hooks if isinstance(h, ProgressHook))
+    assert progress.fields(member, progress._last_time + 1)["lag_unit"] == "records"
