@@ -8,11 +8,13 @@ waits for input (``"activity": "waiting for records"``, ``records_per_s`` 0)::
      "records_read": 60400, "records_accepted": 60340, "records_rejected": 60,
      "rejected_by_reason": {"wrong_dimension": 60}, "lag": 0, "lag_unit": "bytes",
      "objective": 0.4132, "converged": true, "clusters": 4, "step": 118, "batches": 118,
-     "last_checkpoint_age_s": 4.2, "last_checkpoint_step": 100, "interval_s": 30.0}
+     "last_checkpoint_age_s": 4.2, "last_checkpoint_step": 100, "warnings": [],
+     "interval_s": 30.0}
 
 ``lag`` is the sum over the partitions of the unread input (the ``streamkm_source_lag*``
 gauges: bytes for files, records for Kafka, as ``lag_unit`` says). ``last_checkpoint_*`` are
-``null`` before the first checkpoint. On a terminal, ``streamkm run`` also rewrites a one-line
+``null`` before the first checkpoint; ``warnings`` lists the active warnings
+(:mod:`streamkm.service.warnings_monitor`). On a terminal, ``streamkm run`` also rewrites a one-line
 status (``--status``, :class:`streamkm.service.demo.StatusLine`).
 """
 
@@ -28,23 +30,26 @@ from streamkm.runtime.ticker import TickingHook
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime
 
-__all__ = ["ProgressHook", "install_progress", "WAITING", "CLUSTERING", "source_lag"]
+__all__ = ["ProgressHook", "install_progress", "WAITING", "CLUSTERING", "lag_and_warnings"]
 
 _log = logging.getLogger("streamkm.service")
 
 WAITING = "waiting for records"
 CLUSTERING = "clustering"
 _LAG_FAMILY = "streamkm_source_lag"
+_WARNING_FAMILY = "streamkm_warning_active"
 
 
-def source_lag(runtime: Runtime) -> float:
-    """Unread input summed over the runtime's partitions, read from its lag gauges (safe
-    from any thread)."""
-    total = 0.0
+def lag_and_warnings(runtime: Runtime) -> tuple[float, list[str]]:
+    """Unread input summed over the runtime's partitions, and the active warnings, read from
+    its gauges (safe from any thread)."""
+    total, warnings = 0.0, []
     for family in runtime.metrics.registry.collect():
         if family.name.startswith(_LAG_FAMILY):
             total += sum(s.value for s in family.samples)
-    return total
+        elif family.name == _WARNING_FAMILY:
+            warnings += [s.labels["warning"] for s in family.samples if s.value == 1]
+    return total, sorted(warnings)
 
 
 class ProgressHook(TickingHook):
@@ -87,18 +92,19 @@ class ProgressHook(TickingHook):
         self._last_time, self._last_read = now, read
         age = None if self._checkpoint_time is None else round(
             max(time.time() - self._checkpoint_time, 0.0), 1)
+        lag, warnings = lag_and_warnings(runtime)
         return {
             "activity": CLUSTERING if rate > 0 else WAITING,
             "records_per_s": round(rate, 1),
             "records_read": read, "records_accepted": s.records_accepted,
             "records_rejected": s.records_rejected,
             "rejected_by_reason": {k: v for k, v in dict(s.rejected_by_reason).items() if v},
-            "lag": source_lag(runtime),
+            "lag": lag,
             "lag_unit": "records" if runtime.config.source.kind == "kafka" else "bytes",
             "objective": s.objective, "converged": s.converged, "clusters": s.clusters,
             "step": s.step, "batches": s.batches,
             "last_checkpoint_age_s": age, "last_checkpoint_step": self._checkpoint_step,
-            "interval_s": self.period_s,
+            "warnings": warnings, "interval_s": self.period_s,
         }
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from streamkm.service.warnings_monitor import NO_ACCEPTED_RECORDS, SOURCE_NO_FILES
 from tests.helpers.processes import metrics_url, scrape
 from tests.helpers.service_process import RunningService, blob_rows, service_config, write_jsonl
 
@@ -57,6 +58,8 @@ def test_waiting_service_reports_status_and_warns_until_its_file_appears(tmp_pat
                    if e["activity"] == "waiting for records"]
         assert waiting and waiting[-1]["records_per_s"] == 0.0
         assert waiting[-1]["records_read"] == 0 and waiting[-1]["clusters"] == 3
+        service.wait_until(lambda: any(e["warnings"] == [NO_ACCEPTED_RECORDS, SOURCE_NO_FILES]
+                                       for e in _named(service, "status")))
         service.wait_until(lambda: _warning_gauge(service, "source_no_files") == 1.0)
         assert _warning_gauge(service, "no_accepted_records") == 1.0
         assert _warning_gauge(service, "reject_ratio_high") == 0.0

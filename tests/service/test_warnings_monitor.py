@@ -161,6 +161,9 @@ def test_status_fields_say_waiting_then_clustering(tmp_path: Path) -> None:
     fields = hook.fields(service, 120.0)
     assert fields["activity"] == CLUSTERING and fields["records_per_s"] == 50.0
     assert fields["rejected_by_reason"] == {"empty": 2} and fields["lag"] == 100
+    assert fields["warnings"] == []
+    service.metrics.warning_active.labels(warning=NO_ACCEPTED_RECORDS).set(1)
+    assert hook.fields(service, 130.0)["warnings"] == [NO_ACCEPTED_RECORDS]
     json.dumps(fields)  # a log line
 
 
