@@ -1,8 +1,8 @@
 """The ``streamkm`` command line.
 
 ``streamkm run -c FILE [--reset-model] [--on-existing-output=MODE] [--[no-]status]``
-    Run the service with a TOML configuration (a live status line on a terminal). Exit 2, with one line naming the key, the
-    value and the fix, on a configuration error, an environment the configuration cannot
+    Run the service with a TOML configuration (a live status line on a terminal). Exit 2,
+    with one line naming the key, the value and the fix, on a configuration error, an environment the configuration cannot
     work in (``streamkm.service.preflight``), a model-defining setting changed since the
     checkpoint (``streamkm.service.config_diff``), or output files left without a
     checkpoint.

@@ -156,8 +156,8 @@ def test_status_fields_say_waiting_then_clustering(tmp_path: Path) -> None:
     assert fields["last_checkpoint_age_s"] is None and fields["lag_unit"] == "bytes"
     service.status.records_read, service.status.rejected_by_reason = 500, {"empty": 2,
                                                                            "encoding": 0}
-    service.metrics.source_lag.labels(partition="a").set(70)
-    service.metrics.source_lag.labels(partition="b").set(30)
+    service.metrics.source_lag("bytes").labels(partition="a").set(70)
+    service.metrics.source_lag("bytes").labels(partition="b").set(30)
     fields = hook.fields(service, 120.0)
     assert fields["activity"] == CLUSTERING and fields["records_per_s"] == 50.0
     assert fields["rejected_by_reason"] == {"empty": 2} and fields["lag"] == 100
