@@ -2,10 +2,10 @@
 
 ``streamkm run -c FILE [--reset-model] [--on-existing-output=MODE] [--[no-]status]``
     Run the service with a TOML configuration (a live status line on a terminal). Exit 2,
-    with one line naming the key, the value and the fix, on a configuration error, an environment the configuration cannot
-    work in (``streamkm.service.preflight``), a model-defining setting changed since the
-    checkpoint (``streamkm.service.config_diff``), or output files left without a
-    checkpoint.
+    with one line naming the key, the value and the fix, on a configuration error, an
+    environment the configuration cannot work in (``streamkm.service.preflight``), a
+    model-defining setting changed since the checkpoint (``streamkm.service.config_diff``),
+    or output files left without a checkpoint.
 ``streamkm config show -c FILE`` / ``streamkm config check -c FILE``
     Print the effective configuration (file plus ``STREAMKM_*`` variables) as TOML with
     secrets masked; ``check`` also checks paths, ports and brokers (exit 0, or 2).
