@@ -25,8 +25,8 @@ import numpy as np
 
 from streamkm.exceptions import StateError
 
-__all__ = ["array_digest", "write_npz_atomic", "write_bytes_atomic", "read_npz", "fsync_dir", "encode_npz_bytes",
-           "decode_npz_bytes", "MetaDigestMissing"]
+__all__ = ["array_digest", "write_npz_atomic", "write_bytes_atomic", "read_npz", "fsync_dir",
+           "encode_npz_bytes", "decode_npz_bytes", "MetaDigestMissing"]
 
 _META_KEY = "__meta__.json"
 _META_DIGEST = "__meta_sha256__"
