@@ -1,4 +1,4 @@
-"""JSON-lines file sinks: assignments, lifecycle events, dead letters.
+"""JSON-lines file sinks: assignments, lifecycle events, dead letters; and the model file.
 
 Each sink appends one JSON object per line to a file and counts the bytes it wrote. Its
 position is that byte count; :meth:`JsonLinesFileSink.restore` truncates the file back to a
@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 
 from streamkm.logs import log_event
-from streamkm.state_io import fsync_dir
+from streamkm.state_io import fsync_dir, write_bytes_atomic
 
 from ._json_out import assignments, encode, encode_lines
 
-__all__ = ["JsonLinesFileSink", "AssignmentFileSink", "EventFileSink", "DeadLetterFileSink"]
+__all__ = ["JsonLinesFileSink", "AssignmentFileSink", "EventFileSink", "DeadLetterFileSink",
+           "ModelFileSink"]
 
 _log = logging.getLogger("streamkm.sinks")
 
@@ -204,3 +205,35 @@ class DeadLetterFileSink(JsonLinesFileSink):
         if len(kept) < len(raw):
             entry["raw_truncated"] = True
         self.write_entry(entry)
+
+
+class ModelFileSink:
+    """The model file (``[sinks] model``): each publication replaces it atomically, so a
+    reader (``MiniBatchKernelKMeans.load``) opens the previous model or the new one, never a
+    partial file.
+
+    Parameters
+    ----------
+    path : path
+        The ``.npz`` file; its folder is created if missing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.version: int | None = None
+
+    def publish(self, data: bytes, version: int) -> None:
+        """Replace the file by ``data`` (durable when this returns)."""
+        write_bytes_atomic(self.path, data)
+        self.version = version
+
+    def flush(self) -> None:
+        """Nothing buffered."""
+
+    def sync(self) -> dict[str, Any]:
+        """Every publication is already durable."""
+        return {"path": str(self.path), "version": self.version}
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -19,6 +19,10 @@ Messages:
   value = ``{"id", "cluster", "distance", "sq_distance", "step"}`` (``distance`` is the
   kernel distance to the cluster's center, ``sq_distance`` its square);
 * **events**: key = the event name; value = the event with a ``"time"``;
+* **model** (``[sinks] model_topic``): key = the model's step (decimal text); value = the
+  ``.npz`` the estimator's ``save`` writes (``MiniBatchKernelKMeans.load(io.BytesIO(value))``).
+  Only the newest unsent model is kept while the broker is away, and a retried older model
+  may arrive after a newer one: readers keep the model with the highest key;
 * **dead letters**: key = ``None``; value = the raw record (at most
   ``max_raw_bytes``); headers ``reason``, ``detail``, ``raw_bytes`` (``raw_truncated``) and
   ``source_<field>`` for every field of the record's position (``source_topic``,
@@ -41,7 +45,7 @@ from ._json_out import assignments, encode
 from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
 
 __all__ = ["KafkaProducerHandle", "KafkaTopicSink", "AssignmentKafkaSink", "EventKafkaSink",
-           "DeadLetterKafkaSink", "kafka_sinks_from_config"]
+           "DeadLetterKafkaSink", "ModelKafkaSink", "kafka_sinks_from_config"]
 
 _log = logging.getLogger("streamkm.kafka")
 _Message = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
@@ -322,10 +326,19 @@ class DeadLetterKafkaSink(KafkaTopicSink):
         self._enqueue((None, kept, headers))
 
 
+class ModelKafkaSink(KafkaTopicSink):
+    """The current model, keyed by its step; a newer model replaces an unsent older one."""
+
+    def publish(self, data: bytes, version: int) -> None:
+        """Queue one model (dropping a queued one that was not handed over yet)."""
+        self._pending.clear()
+        self._enqueue((str(int(version)).encode(), data, []))
+
+
 def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None
                             ) -> tuple[AssignmentKafkaSink | None, EventKafkaSink | None,
-                                       DeadLetterKafkaSink]:
-    """The assignments, events and dead-letter Kafka sinks of the ``[sinks]`` (kind
+                                       DeadLetterKafkaSink, ModelKafkaSink | None]:
+    """The assignments, events, dead-letter and model Kafka sinks of the ``[sinks]`` (kind
     ``"kafka"``) and ``[kafka]`` sections, sharing one producer."""
     settings = {"linger_ms": 5, "max_block_ms": 1000, **kafka.client_settings(),
                 **kafka.producer}
@@ -336,4 +349,5 @@ def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None
     events = EventKafkaSink(handle, sinks.events_topic) if sinks.events_topic else None
     dead_letter = DeadLetterKafkaSink(handle, sinks.dead_letter_topic,
                                       max_raw_bytes=sinks.dead_letter_max_raw_bytes)
-    return assignments, events, dead_letter
+    model = ModelKafkaSink(handle, sinks.model_topic) if sinks.model_topic else None
+    return assignments, events, dead_letter, model

@@ -42,16 +42,25 @@ def file_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
         assignments=AssignmentFileSink(section.assignments) if section.assignments else None,
         events=EventFileSink(section.events) if section.events else None,
         dead_letter=DeadLetterFileSink(section.dead_letter,
-                                       max_raw_bytes=section.dead_letter_max_raw_bytes))
+                                       max_raw_bytes=section.dead_letter_max_raw_bytes),
+        model=_model_file(section))
+
+
+def _model_file(section: Any) -> Any:
+    """The model file sink of ``[sinks] model`` (any sinks kind), or ``None``."""
+    from .file_sinks import ModelFileSink
+
+    return ModelFileSink(section.model) if section.model else None
 
 
 def kafka_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
     """Kafka topic sinks of a ``[sinks] kind = "kafka"`` section."""
     from .kafka_sinks import kafka_sinks_from_config
 
-    assignments, events, dead_letter = kafka_sinks_from_config(
+    assignments, events, dead_letter, model = kafka_sinks_from_config(
         section, kafka, metrics.kafka if metrics is not None else None)
-    return SinkSet(assignments=assignments, events=events, dead_letter=dead_letter)
+    return SinkSet(assignments=assignments, events=events, dead_letter=dead_letter,
+                   model=model if model is not None else _model_file(section))
 
 
 def kafka_scaleout(config: Any, metrics: Any) -> Any:

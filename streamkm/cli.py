@@ -1,11 +1,11 @@
 """The ``streamkm`` command line.
 
-``streamkm run -c FILE [--reset-model] [--on-existing-output=fail|truncate|append]``
-    Run the service with a TOML configuration. Exit 2, with one line naming the key, the
-    value and the fix, on a configuration error, an environment the configuration cannot
-    work in (``streamkm.service.preflight``), a model-defining setting changed since the
-    checkpoint (``streamkm.service.config_diff``), or output files left without a
-    checkpoint.
+``streamkm run -c FILE [--reset-model] [--on-existing-output=MODE] [--[no-]status]``
+    Run the service with a TOML configuration (a live status line on a terminal). Exit 2,
+    with one line naming the key, the value and the fix, on a configuration error, an
+    environment the configuration cannot work in (``streamkm.service.preflight``), a
+    model-defining setting changed since the checkpoint (``streamkm.service.config_diff``),
+    or output files left without a checkpoint.
 ``streamkm config show -c FILE`` / ``streamkm config check -c FILE``
     Print the effective configuration (file plus ``STREAMKM_*`` variables) as TOML with
     secrets masked; ``check`` also checks paths, ports and brokers (exit 0, or 2).
@@ -60,7 +60,44 @@ def _install_stop_handlers(stop: Callable[[], None]) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-def _run_service(service: Any) -> int:
+class _ClearStatusLine:
+    """A logging filter that erases the live status line before a log line is written to
+    the same terminal (the status line is redrawn within a second)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def filter(self, record: Any) -> bool:
+        self.out.write("\r\x1b[2K")
+        return True
+
+
+def _start_status_line(service: Any, out: Any) -> Callable[[], None]:
+    """The demo's live status line for ``service`` on ``out``; returns its stop function."""
+    import logging
+
+    from streamkm.logs import LOGGER_NAME
+    from streamkm.service.demo import StatusLine
+
+    stop = threading.Event()
+    line = StatusLine(service, stop, out)
+    handlers = [h for h in logging.getLogger(LOGGER_NAME).handlers
+                if getattr(h, "_streamkm_json", False)]
+    clear = _ClearStatusLine(out)
+    for handler in handlers:
+        handler.addFilter(clear)
+    line.start()
+
+    def stop_line() -> None:
+        stop.set()
+        line.join(timeout=2)
+        for handler in handlers:
+            handler.removeFilter(clear)
+
+    return stop_line
+
+
+def _run_service(service: Any, *, status_line: bool = False) -> int:
     from streamkm.logs import log_event
 
     _install_stop_handlers(service.request_stop)
@@ -72,6 +109,7 @@ def _run_service(service: Any) -> int:
     except (CheckpointError, StateError, OSError) as exc:
         _error(str(exc))
         return EXIT_FAILURE
+    stop_line = _start_status_line(service, sys.stderr) if status_line else None
     try:
         service.run()
     except Exception as exc:
@@ -80,6 +118,9 @@ def _run_service(service: Any) -> int:
         log_event(logging.getLogger("streamkm.service"), "error", "service_failed",
                   error=repr(exc))
         raise
+    finally:
+        if stop_line is not None:
+            stop_line()
     return EXIT_OK
 
 
@@ -104,6 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _load_config(args.config)
     if config is None:
         return EXIT_CONFIG
+    status_line = sys.stderr.isatty() if args.status is None else args.status
     findings = preflight(config)
     errors = [f for f in findings if f.severity == "error"]
     for finding in errors:
@@ -121,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             _error("--reset-model applies to a single process: a scale-out group's model "
                    "lives on the model topic (scaleout.model_topic), not in checkpoints")
             return EXIT_CONFIG
-        return _run_service(ScaleoutService(config))
+        return _run_service(ScaleoutService(config), status_line=status_line)
     try:
         kept = check_existing_outputs(config, args.on_existing_output)
     except ConfigError as exc:
@@ -132,7 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   files=[str(p) for p in kept])
     from streamkm.service.runtime import Service
 
-    return _run_service(Service(config, reset_model=args.reset_model))
+    return _run_service(Service(config, reset_model=args.reset_model),
+                        status_line=status_line)
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:
@@ -325,6 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
                      default="fail",
                      help="without a checkpoint, what to do with non-empty output files "
                           "(default: %(default)s)")
+    run.add_argument("--status", action=argparse.BooleanOptionalAction, default=None,
+                     help="rewrite a one-line status (records/s, counts, objective, clusters, "
+                          "step) on stderr once a second (default: on when stderr is a "
+                          "terminal); the [status] log event is independent of it")
     run.set_defaults(func=cmd_run)
 
     conf = sub.add_parser("config", help="configuration tools")

@@ -40,7 +40,7 @@ from streamkm.exceptions import StorageError, StreamkmError
 from streamkm.logs import log_event
 
 __all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink",
-           "SinkSet", "RECORD_ERRORS"]
+           "ModelSink", "SinkSet", "RECORD_ERRORS"]
 
 _log = logging.getLogger("streamkm.sinks")
 
@@ -135,10 +135,37 @@ class DeadLetterSink(Sink, Protocol):
         ...
 
 
+@runtime_checkable
+class ModelSink(Protocol):
+    """Receives the current model in the estimator's own save format (``[sinks] model``).
+
+    It keeps no position in checkpoints: each publication replaces the previous one (the
+    newest model is what an application wants); :meth:`sync` (before every checkpoint)
+    waits until what was published is durable.
+    """
+
+    def publish(self, data: bytes, version: int) -> None:
+        """Publish one model: ``data`` is the ``.npz`` that ``save`` writes, ``version``
+        its step."""
+        ...
+
+    def flush(self) -> None:
+        """Hand what was published to the medium."""
+        ...
+
+    def sync(self) -> dict[str, Any]:
+        """Make what was published durable (raises ``SinkError``/``OSError`` otherwise)."""
+        ...
+
+    def close(self) -> None:
+        """Deliver what is pending if possible and release resources."""
+        ...
+
+
 @dataclass
 class SinkSet:
-    """The three sinks of a process (assignments and events may be disabled) and the one
-    place that dispatches entries to them.
+    """The three sinks of a process (assignments and events may be disabled), the optional
+    model sink, and the one place that dispatches entries to them.
 
     A sinks factory (see :mod:`streamkm.registry`) returns one.
     """
@@ -146,6 +173,8 @@ class SinkSet:
     assignments: AssignmentSink | None
     events: EventSink | None
     dead_letter: DeadLetterSink
+    #: The model sink (``[sinks] model``), outside :meth:`named`: it has no position.
+    model: ModelSink | None = None
 
     def named(self) -> dict[str, Sink]:
         """The enabled sinks by name (the keys of ``sink_positions`` in checkpoints)."""
@@ -282,6 +311,8 @@ class SinkSet:
         StorageError
             The device refused the write or the fsync.
         """
+        if self.model is not None:  # no position; a Kafka model sink waits for its acks
+            self.model.sync()
         positions = {}
         for name, sink in self.named().items():
             with _device_errors(name):
@@ -292,3 +323,5 @@ class SinkSet:
         """Close every sink."""
         for sink in self.named().values():
             sink.close()
+        if self.model is not None:
+            self.model.close()

@@ -25,8 +25,8 @@ import numpy as np
 
 from streamkm.exceptions import StateError
 
-__all__ = ["array_digest", "write_npz_atomic", "read_npz", "fsync_dir", "encode_npz_bytes",
-           "decode_npz_bytes", "MetaDigestMissing"]
+__all__ = ["array_digest", "write_npz_atomic", "write_bytes_atomic", "read_npz", "fsync_dir",
+           "encode_npz_bytes", "decode_npz_bytes", "MetaDigestMissing"]
 
 _META_KEY = "__meta__.json"
 _META_DIGEST = "__meta_sha256__"
@@ -76,8 +76,13 @@ def _encode(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> bytes:
 def write_npz_atomic(path: str | os.PathLike[str], arrays: dict[str, np.ndarray],
                      meta: dict[str, Any]) -> None:
     """Write ``arrays`` and JSON-able ``meta`` to ``path`` atomically (temp, fsync, rename)."""
+    write_bytes_atomic(path, _encode(arrays, meta))
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` by ``data`` atomically: a reader opens the old file or the new one,
+    never a partial one (temporary file in the same folder, fsync, rename, fsync folder)."""
     target = Path(path)
-    data = _encode(arrays, meta)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:

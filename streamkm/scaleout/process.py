@@ -7,6 +7,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from streamkm.exceptions import ParameterError
+from streamkm.runtime.progress import install_progress
 from streamkm.runtime.shell import Runtime
 from streamkm.scaleout.transport import ScaleoutTransport
 from streamkm.scaleout.worker import ScaleoutWorker
@@ -43,6 +44,7 @@ class ScaleoutService(Runtime):
         super().__init__(config, ScaleoutWorker(config, transport), registry=registry,
                          serve_metrics=serve_metrics)
         self.cluster_view = install_cluster_view(self)  # this member's records, global model
+        install_progress(self)  # status events and [warnings]
         self.health.register("model", self._model_readiness)
         self.health.register("scaleout_broker", self._broker_readiness)
 

@@ -2,7 +2,7 @@
 
 A configuration file has one table per section (``[source]``, ``[decoding]``, ``[model]``,
 ``[batching]``, ``[checkpoint]``, ``[sinks]``, ``[metrics]``, ``[logging]``, ``[kafka]``,
-``[sketch]``, ``[drift]``, ``[scaleout]``). An environment
+``[sketch]``, ``[drift]``, ``[scaleout]``, ``[status]``, ``[warnings]``). An environment
 variable ``STREAMKM_<SECTION>__<KEY>`` overrides one key; its value is read as a TOML value
 (``8``, ``true``, ``"text"``, ``[1, 2]``) and, if that fails, taken as a plain string.
 Unknown sections or keys and bad values raise :class:`~streamkm.exceptions.ConfigError`
@@ -54,6 +54,8 @@ __all__ = [
     "SinksConfig",
     "MetricsConfig",
     "LoggingConfig",
+    "StatusConfig",
+    "WarningsConfig",
     "ServiceConfig",
     "ENV_PREFIX",
     "load_config",
@@ -465,15 +467,33 @@ class SinksConfig(_Section):
     events_topic: str | None = "streamkm-events"
     dead_letter_topic: str = Field(default="streamkm-dead-letter", min_length=1)
     flush_timeout_ms: int = Field(default=30000, gt=0)
+    model: ConfigPath | None = None
+    model_topic: str | None = Field(default=None, min_length=1)
+    model_every_batches: int = Field(default=50, gt=0)
 
     @model_validator(mode="after")
     def _topics_only_for_kafka(self) -> SinksConfig:
         topic_keys = {"assignments_topic", "events_topic", "dead_letter_topic",
-                      "flush_timeout_ms"} & self.model_fields_set
+                      "flush_timeout_ms", "model_topic"} & self.model_fields_set
         if self.kind == "file" and topic_keys:
             key = sorted(topic_keys)[0]
             raise ValueError(f"sinks.{key} = {getattr(self, key)!r} needs sinks.kind = 'kafka'")
         return self
+
+    @model_validator(mode="after")
+    def _one_model_sink(self) -> SinksConfig:
+        if self.model is not None and self.model_topic is not None:
+            raise ValueError(f"set at most one of sinks.model (got {str(self.model)!r}) and "
+                             f"sinks.model_topic (got {self.model_topic!r})")
+        if "model_every_batches" in self.model_fields_set and not self.publishes_model:
+            raise ValueError(f"sinks.model_every_batches = {self.model_every_batches!r} needs "
+                             f"a model sink (sinks.model or sinks.model_topic)")
+        return self
+
+    @property
+    def publishes_model(self) -> bool:
+        """Whether a model sink is configured."""
+        return self.model is not None or self.model_topic is not None
 
 
 class MetricsConfig(_Section):
@@ -489,6 +509,29 @@ class UiConfig(_Section):
 
     enabled: bool = True
     sample_size: int = Field(default=2000, ge=10, le=100_000)
+
+
+class StatusConfig(_Section):
+    """The periodic ``status`` log event of a running service (``interval_s = 0``: none)."""
+
+    interval_s: float = Field(default=30.0, ge=0)
+
+
+class WarningsConfig(_Section):
+    """When a running service warns that it cannot be doing what was meant (a log line when a
+    warning starts and one when it clears, ``streamkm_warning_active{warning}``); ``0``
+    turns a warning off.
+
+    ``source_no_files_after_s``: a ``[source] paths`` entry (file source) has matched no file
+    for this long. ``reject_ratio``: more than this fraction of the last ``reject_window``
+    records were rejected. ``no_accepted_records_after_s``: no record was accepted for this
+    long.
+    """
+
+    source_no_files_after_s: float = Field(default=60.0, ge=0)
+    reject_ratio: float = Field(default=0.5, ge=0, le=1)
+    reject_window: int = Field(default=1000, gt=0)
+    no_accepted_records_after_s: float = Field(default=600.0, ge=0)
 
 
 class LoggingConfig(_Section):
@@ -512,6 +555,8 @@ class ServiceConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     ui: UiConfig = UiConfig()
     logging: LoggingConfig = LoggingConfig()
+    status: StatusConfig = StatusConfig()
+    warnings: WarningsConfig = WarningsConfig()
     sketch: SketchConfig = SketchConfig()
     drift: DriftConfig = DriftConfig()
     scaleout: ScaleoutConfig = ScaleoutConfig()
@@ -532,6 +577,15 @@ class ServiceConfig(_Section):
             if self.source.kind != "kafka":
                 raise ValueError(f"scaleout.enabled = true needs source.kind = 'kafka', got "
                                  f"{self.source.kind!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _model_sink_single_process(self) -> ServiceConfig:
+        if self.scaleout.enabled and self.sinks.publishes_model:
+            key = "sinks.model" if self.sinks.model is not None else "sinks.model_topic"
+            raise ValueError(f"{key} (the model sink) is not supported with scaleout.enabled "
+                             f"= true yet: the group's model versions are on "
+                             f"scaleout.model_topic")
         return self
 
     @model_validator(mode="after")
@@ -583,13 +637,15 @@ class ServiceConfig(_Section):
         data.sinks.assignments = fix(data.sinks.assignments)
         data.sinks.events = fix(data.sinks.events)
         data.sinks.dead_letter = fix(data.sinks.dead_letter)  # type: ignore[assignment]
+        data.sinks.model = fix(data.sinks.model)
         return data
 
 
 def _empty_path_to_none(raw: dict[str, Any]) -> None:
     sinks = raw.get("sinks")
     if isinstance(sinks, dict):
-        for key in ("assignments", "events", "assignments_topic", "events_topic"):
+        for key in ("assignments", "events", "assignments_topic", "events_topic", "model",
+                    "model_topic"):
             if sinks.get(key) == "":
                 sinks[key] = None
 

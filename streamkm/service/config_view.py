@@ -2,8 +2,9 @@
 and flat ``section.key`` values for checkpoints and diffs, secrets always masked.
 
 Only keys that take effect are shown: ``[sketch]`` with ``kind = "none"``, ``[drift]`` and
-``[scaleout]`` while disabled show their switch only, file sinks omit the topic keys, unset
-optional keys (the estimator's defaults) are omitted. The TOML loads back into the same
+``[scaleout]`` while disabled show their switch only, file sinks omit the topic keys,
+``sinks.model_every_batches`` shows only with a model sink, unset optional keys (the
+estimator's defaults) are omitted. The TOML loads back into the same
 configuration (secrets aside, which read ``**********``).
 """
 
@@ -19,8 +20,9 @@ from streamkm.service.config import SECRET_MASK, ServiceConfig, mask_value
 
 __all__ = ["config_sections", "flatten_config", "config_to_toml"]
 
-_SINK_TOPIC_KEYS = ("assignments_topic", "events_topic", "dead_letter_topic", "flush_timeout_ms")
-_DISABLED_BY_EMPTY = ("assignments", "events", "assignments_topic", "events_topic")
+_SINK_TOPIC_KEYS = ("assignments_topic", "events_topic", "dead_letter_topic", "flush_timeout_ms",
+                    "model_topic")
+_DISABLED_BY_EMPTY = ("assignments", "events", "assignments_topic", "events_topic", "model")
 
 
 def _plain(key: str, value: Any) -> Any:
@@ -41,6 +43,8 @@ def _section_items(name: str, section: Any) -> dict[str, Any]:
         value = getattr(section, key)
         if name == "sinks":
             if section.kind == "file" and key in _SINK_TOPIC_KEYS:
+                continue
+            if key == "model_every_batches" and not section.publishes_model:
                 continue
             if value is None and key in _DISABLED_BY_EMPTY:
                 items[key] = ""

@@ -188,7 +188,8 @@ class StatusLine(threading.Thread):
         s = self.service.status
         fit = "-" if s.objective is None else f"{s.objective:.4f}"
         state = "converged (assigning only)" if s.converged else "learning"
-        return (f"{rate:6.0f} records/s | {s.records_accepted:9d} clustered, "
+        head = f"{rate:6.0f} records/s" if rate > 0 else "waiting for records, 0 records/s"
+        return (f"{head} | {s.records_accepted:9d} clustered, "
                 f"{s.records_rejected:4d} rejected | model {state}, {s.clusters} clusters, "
                 f"step {s.step} | mean squared distance to centers {fit}")
 

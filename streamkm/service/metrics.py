@@ -2,6 +2,7 @@
 
 Every metric is documented in ``docs/metrics.md``. Labels are bounded: ``reason`` takes the
 values of :class:`streamkm.decoding.RejectReason`, ``kind`` is ``converged`` or ``woke``,
+``warning`` one of the names in :mod:`streamkm.service.warnings_monitor`,
 ``partition`` is one of the source's partitions (a fixed list per process), ``target`` one of
 :data:`IO_TARGETS`.
 
@@ -141,6 +142,18 @@ class ServiceMetrics:
             "streamkm_io_stalled",
             "1 while ingestion is paused because an output file or a checkpoint cannot be "
             "written (retried with backoff until it succeeds), else 0.", registry=r)
+        self.warning_active = Gauge(
+            "streamkm_warning_active",
+            "1 while a warning about the service's input or configuration is active, by "
+            "warning (source_no_files, reject_ratio_high, no_accepted_records).", ["warning"],
+            registry=r)
+        self.model_publications = Counter(
+            "streamkm_model_publications",
+            "Models written to the model sink ([sinks] model / model_topic).", registry=r)
+        self.model_publication_failures = Counter(
+            "streamkm_model_publication_failures",
+            "Models the model sink failed to write (retried at the next publication).",
+            registry=r)
         self._kafka: KafkaMetrics | None = None
         self.build_info = Info(
             "streamkm_build", "Version of streamkm running.", registry=r)

@@ -245,6 +245,8 @@ def preflight(config: ServiceConfig, *, network: bool = False,
             path = getattr(config.sinks, name)
             if path is not None:
                 findings += _check_output_file(f"sinks.{name}", Path(path))
+    if config.sinks.model is not None:  # the model file, with either sinks kind
+        findings += _check_output_file("sinks.model", Path(config.sinks.model))
     if isinstance(config.source, SourceConfig):
         for i, path in enumerate(config.source.paths):
             findings += _check_source_file(f"source.paths[{i}]", Path(path))

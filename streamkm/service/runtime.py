@@ -9,9 +9,11 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from streamkm.runtime.local import LocalLearner
+from streamkm.runtime.progress import install_progress
 from streamkm.runtime.shell import Runtime
 from streamkm.runtime.status import ServiceStatus
 from streamkm.service.config import ServiceConfig
+from streamkm.service.model_sink import install_model_sink
 from streamkm.sources import Source
 from streamkm.view.hook import install_cluster_view
 
@@ -42,3 +44,5 @@ class Service(Runtime):
         super().__init__(config, LocalLearner(config), registry=registry, source=source,
                          serve_metrics=serve_metrics, reset_model=reset_model)
         self.cluster_view = install_cluster_view(self)
+        install_progress(self)  # status events and [warnings]
+        self.model_publisher = install_model_sink(self)  # [sinks] model
