@@ -10,20 +10,24 @@ sent again at the next sync. When a wait for acknowledgements fails (e.g. after 
 partition kafka-python's producer can stay wedged, its requests never answered), the producer
 is closed and created again, and every message it had not acknowledged is sent again through
 the new one. Kafka cannot take entries back, so after a crash the entries
-written after the last checkpoint are written again: assignments are at-least-once and
-carry the model ``step`` for de-duplication.
+written after the last checkpoint are written again: without transactions outputs are
+at-least-once. Every assignment is keyed by its record id and every dead letter by its
+record's position, so the **last message per key** is exact: a compacted topic, or a reader
+that keeps the last assignment per id, holds one entry per record (docs/service.md).
 
 Messages:
 
-* **assignments**: key = the input message's key; headers = the input message's headers;
-  value = ``{"id", "cluster", "distance", "sq_distance", "step"}`` (``distance`` is the
-  kernel distance to the cluster's center, ``sq_distance`` its square);
+* **assignments**: key = the record id (as text, UTF-8; whatever the input message's key);
+  headers = the input message's headers, plus ``input_key`` (the input message's key) when
+  it had one; value = ``{"id", "cluster", "distance", "sq_distance", "step"}``
+  (``distance`` is the kernel distance to the cluster's center, ``sq_distance`` its square);
 * **events**: key = the event name; value = the event with a ``"time"``;
-* **dead letters**: key = ``None``; value = the raw record (at most
-  ``max_raw_bytes``); headers ``reason``, ``detail``, ``raw_bytes`` (``raw_truncated``) and
-  ``source_<field>`` for every field of the record's position (``source_topic``,
-  ``source_partition``, ``source_offset`` for Kafka input; ``source_file``,
-  ``source_offset`` for files).
+* **dead letters**: key = the record's position as text (:func:`position_key`,
+  ``<topic>:<partition>:<offset>`` for Kafka input, ``<file>:<offset>`` for files);
+  value = the raw record (at most ``max_raw_bytes``); headers ``reason``, ``detail``,
+  ``raw_bytes`` (``raw_truncated``) and ``source_<field>`` for every field of the record's
+  position (``source_topic``, ``source_partition``, ``source_offset`` for Kafka input;
+  ``source_file``, ``source_offset`` for files).
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ from typing import Any
 from streamkm.exceptions import SinkError
 from streamkm.logs import log_event
 
+from streamkm.decoding import safe_text
+
 from ._json_out import assignments, encode
 from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
 
 __all__ = ["KafkaProducerHandle", "KafkaTopicSink", "AssignmentKafkaSink", "EventKafkaSink",
-           "DeadLetterKafkaSink", "kafka_sinks_from_config"]
+           "DeadLetterKafkaSink", "kafka_sinks_from_config", "id_key", "position_key"]
 
 _log = logging.getLogger("streamkm.kafka")
 _Message = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
@@ -265,23 +271,43 @@ class KafkaTopicSink:
         self._handle.release()
 
 
+def id_key(record_id: Any) -> bytes:
+    """The message key of a record's assignment: its id as UTF-8 text (``str`` of a
+    non-string id; undecodable characters escaped like in the JSON value)."""
+    return safe_text(record_id if isinstance(record_id, str) else str(record_id)).encode()
+
+
+def position_key(position: dict[str, Any]) -> bytes:
+    """The message key of a dead letter: the record's position as text, its fields joined
+    by ``:`` (``<topic>:<partition>:<offset>``, ``<file>:<offset>``; ``length`` and the file
+    source's ``partition`` label left out, the file name being the unique part)."""
+    if "file" in position:
+        fields = [position["file"], position.get("offset")]
+    else:
+        fields = [v for k, v in position.items() if k != "length"]
+    return safe_text(":".join(str(v) for v in fields)).encode()
+
+
 class AssignmentKafkaSink(KafkaTopicSink):
-    """One message per accepted record, keyed and with headers like its input message."""
+    """One message per accepted record, keyed by its id, with the input message's headers."""
 
     def write_assignments(self, ids: list[Any], clusters: Any, sq_distances: Any,
                           step: int) -> None:
-        """Queue the assignments of one batch (no keys or headers)."""
+        """Queue the assignments of one batch (no input headers)."""
         self.write_record_assignments([None] * len(ids), ids, clusters, sq_distances, step)
 
     def write_record_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
                                  sq_distances: Any, step: int) -> None:
-        """Queue the assignments of one batch with each input record's key and headers."""
+        """Queue the assignments of one batch, each keyed by its record id and carrying its
+        input message's headers (and key, as header ``input_key``)."""
         for record, assignment in zip(records, assignments(ids, clusters, sq_distances, step)):
-            key = getattr(record, "raw_key", None)
-            if key is None and record is not None and record.key is not None:
-                key = record.key.encode("utf-8", "backslashreplace")
             headers = list(getattr(record, "headers", ()))
-            self._enqueue((key, encode(assignment), headers))
+            input_key = getattr(record, "raw_key", None)
+            if input_key is None and record is not None and record.key is not None:
+                input_key = record.key.encode("utf-8", "backslashreplace")
+            if input_key is not None:
+                headers.append(("input_key", input_key))
+            self._enqueue((id_key(assignment.id), encode(assignment), headers))
 
 
 class EventKafkaSink(KafkaTopicSink):
@@ -295,7 +321,8 @@ class EventKafkaSink(KafkaTopicSink):
 
 
 class DeadLetterKafkaSink(KafkaTopicSink):
-    """Rejected raw records with the reason and their origin as headers.
+    """Rejected raw records keyed by their position, with the reason and their origin as
+    headers.
 
     Parameters
     ----------
@@ -319,7 +346,7 @@ class DeadLetterKafkaSink(KafkaTopicSink):
         headers.append(("raw_bytes", str(len(raw)).encode()))
         if len(kept) < len(raw):
             headers.append(("raw_truncated", b"true"))
-        self._enqueue((None, kept, headers))
+        self._enqueue((position_key(position), kept, headers))
 
 
 def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None

@@ -150,7 +150,7 @@ def test_unacknowledged_assignments_fail_the_sync_and_are_sent_again() -> None:
         sink.sync()
     handle._client.client.fail = False
     assert sink.sync() == {"topic": "out", "delivered": 1}
-    assert handle._client.client.sent == [("out", b"key-1"), ("out", b"key-1")]
+    assert handle._client.client.sent == [("out", b"a"), ("out", b"a")]
     sink.close()
 
 
@@ -193,5 +193,5 @@ def test_a_wedged_producer_is_replaced_and_its_unacknowledged_messages_sent_agai
     assert not handle._client.connected
     assert sink.sync() == {"topic": "out", "delivered": 2}
     second = WedgedProducer.instances[1]
-    assert first.sent == second.sent == [("out", None), ("out", None)]
+    assert first.sent == second.sent == [("out", b"a"), ("out", b"b")]
     sink.close()
