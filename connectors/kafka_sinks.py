@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from streamkm.exceptions import SinkError
+from streamkm.exceptions import OutputTransactionError, SinkError
 from streamkm.logs import log_event
 
 from streamkm.decoding import safe_text
@@ -46,7 +46,7 @@ from streamkm.decoding import safe_text
 from ._json_out import assignments, encode
 from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
 
-__all__ = ["KafkaProducerHandle", "KafkaTopicSink", "AssignmentKafkaSink", "EventKafkaSink",
+__all__ = ["KafkaProducerHandle", "KafkaOutputTransaction", "KafkaTopicSink", "AssignmentKafkaSink", "EventKafkaSink",
            "DeadLetterKafkaSink", "kafka_sinks_from_config", "id_key", "position_key"]
 
 _log = logging.getLogger("streamkm.kafka")
@@ -79,8 +79,9 @@ class KafkaProducerHandle:
         self.flush_timeout_s = flush_timeout_s
         self.metrics = metrics
         self._users = 0
+        self._producer_factory = producer_factory
         self._client: LazyKafkaClient[Any] = LazyKafkaClient(
-            "producer", lambda: producer_factory(**self.settings),
+            "producer", self._create_producer,
             backoff_s=max(float(self.settings.get("reconnect_backoff_ms", 500)), 100.0) / 1000,
             max_backoff_s=float(self.settings.get("reconnect_backoff_max_ms", 5000)) / 1000,
             on_connected_change=self._report_connected)
@@ -91,6 +92,9 @@ class KafkaProducerHandle:
         self._failing = False  # the last flush failed: not reported as connected
         if metrics is not None:
             metrics.broker_connected.labels(client="producer").set(0)
+
+    def _create_producer(self) -> Any:
+        return self._producer_factory(**self.settings)
 
     def _report_connected(self, connected: bool) -> None:
         if self.metrics is not None:
@@ -111,13 +115,24 @@ class KafkaProducerHandle:
             return None
         key, value, headers = message
         try:
+            self._before_send(producer)
             return producer.send(topic, value=value, key=key, headers=headers)
         except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, BufferError, ...
+            self._send_failed(exc)
             self._send_paused_until = time.monotonic() + 1.0
             self._client.set_connected(False)
             log_event(_log, "warning", "kafka_send_failed", topic=topic,
                       error=f"{type(exc).__name__}: {exc}")
             return None
+
+    def _before_send(self, producer: Any) -> None:
+        """Called before every message is handed over."""
+
+    def _send_failed(self, exc: BaseException) -> None:
+        """A message could not be handed over (it stays queued and is tried again)."""
+
+    def delivery_failed(self, exc: BaseException | None) -> None:
+        """A message was refused by the broker (the sink sends it again)."""
 
     def flush(self) -> None:
         """Wait until everything handed over is acknowledged or failed.
@@ -164,10 +179,14 @@ class KafkaProducerHandle:
         producer = self._client.client
         if self._users <= 0 and producer is not None:
             try:
+                self._before_close(producer)
                 producer.close(timeout=self.flush_timeout_s)
             except Exception as exc:  # noqa: BLE001
                 log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
             self._client.client = None
+
+    def _before_close(self, producer: Any) -> None:
+        """Called before the producer is closed by :meth:`release`."""
 
 
 def _close_now(producer: Any) -> None:
@@ -182,6 +201,145 @@ def _close_now(producer: Any) -> None:
         producer.close(timeout=0)
     except Exception as exc:  # noqa: BLE001
         log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
+
+
+class KafkaOutputTransaction(KafkaProducerHandle):
+    """A transactional producer shared by the sinks: the
+    :class:`~streamkm.sinks.OutputTransaction` of exactly-once Kafka outputs.
+
+    Every message handed over since the last :meth:`commit` belongs to one open
+    transaction; :meth:`commit` adds the consumed offsets of the source's assigned partitions
+    (Kafka's read-process-write pattern) and commits it. The producer is created with
+    ``init_transactions``, which fences (and aborts the open transaction of) any earlier
+    producer with the same ``transactional_id``. A transaction that cannot complete (the
+    producer was fenced, a message refused, a flush timed out, partitions lost) raises
+    :class:`~streamkm.exceptions.OutputTransactionError`, now and at every later call: the
+    process must restart from its last checkpoint. The open transaction is aborted when the
+    producer is closed.
+    """
+
+    def __init__(self, producer_settings: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(producer_settings, **kwargs)
+        self.transactional_id = str(producer_settings["transactional_id"])
+        self.open = False  # a transaction has begun and is neither committed nor aborted
+        self.commits = 0
+        self._failure: OutputTransactionError | None = None
+        self._last_offsets: dict[Any, Any] | None = None
+
+    def _create_producer(self) -> Any:
+        producer = super()._create_producer()
+        try:
+            producer.init_transactions()
+        except BaseException:
+            _close_now(producer)
+            raise
+        log_event(_log, "info", "kafka_transactions_initialised",
+                  transactional_id=self.transactional_id)
+        return producer
+
+    def _fail(self, what: str, exc: BaseException) -> OutputTransactionError:
+        if self._failure is None:
+            self._failure = OutputTransactionError(
+                f"Kafka output transaction of transactional_id {self.transactional_id!r} "
+                f"failed ({what}): {type(exc).__name__}: {exc}; the outputs since the last "
+                f"checkpoint are aborted and written again after a restart")
+            self._failure.__cause__ = exc
+            log_event(_log, "error", "kafka_transaction_failed", step=what,
+                      transactional_id=self.transactional_id,
+                      error=f"{type(exc).__name__}: {exc}")
+        return self._failure
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def send(self, topic: str, message: _Message) -> Any | None:
+        self._check()
+        return super().send(topic, message)
+
+    def _before_send(self, producer: Any) -> None:
+        if not self.open:
+            producer.begin_transaction()
+            self.open = True
+
+    def _send_failed(self, exc: BaseException) -> None:
+        from kafka.errors import KafkaTimeoutError
+
+        if not isinstance(exc, (KafkaTimeoutError, BufferError)):  # not worth waiting for
+            raise self._fail("send", exc) from exc
+
+    def delivery_failed(self, exc: BaseException | None) -> None:
+        raise self._fail("delivery", exc or RuntimeError("unknown"))
+
+    def flush(self) -> None:
+        """Wait for the acknowledgements of the open transaction's messages.
+
+        Raises
+        ------
+        SinkError
+            No producer exists yet (nothing was handed over: retried).
+        OutputTransactionError
+            The wait failed: the transaction cannot complete.
+        """
+        self._check()
+        producer = self._client.get()
+        if producer is None:
+            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        try:
+            producer.flush(timeout=self.flush_timeout_s)
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail("flush", exc) from exc
+
+    def commit(self, positions: dict[str, dict[str, Any]], source: Any) -> None:
+        """Commit the open transaction with the consumed offsets of ``positions``.
+
+        Raises
+        ------
+        SinkError
+            No producer could be created yet (nothing to lose: retried).
+        OutputTransactionError
+            The transaction failed (see the class docstring).
+        """
+        self._check()
+        try:
+            offsets, group = source.transaction_offsets(positions)
+        except OutputTransactionError as exc:
+            raise self._fail("offsets", exc) from exc
+        if not self.open and (not offsets or offsets == self._last_offsets):
+            return  # nothing written, nothing read since the last commit
+        producer = self._client.get()
+        if producer is None:
+            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        try:
+            self._before_send(producer)
+            if offsets:
+                producer.send_offsets_to_transaction(offsets, group)
+            producer.commit_transaction()
+        except Exception as exc:  # noqa: BLE001 - fenced, timed out, refused
+            raise self._fail("commit", exc) from exc
+        self.open = False
+        self.commits += 1
+        self._last_offsets = offsets
+
+    def _before_close(self, producer: Any) -> None:
+        if self.open and self._failure is None:
+            try:
+                producer.abort_transaction()
+            except Exception as exc:  # noqa: BLE001 - fenced meanwhile: aborted anyway
+                log_event(_log, "warning", "kafka_transaction_abort_failed",
+                          error=f"{type(exc).__name__}: {exc}")
+        self.open = False
+
+    def release(self) -> None:
+        """One sink stopped using the producer; abort the open transaction and close it
+        after the last one (at once if the transaction failed)."""
+        if self._failure is not None and self._users <= 1:
+            self._users = 0
+            producer, self._client.client = self._client.client, None
+            if producer is not None:
+                _close_now(producer)
+            return
+        super().release()
 
 
 class KafkaTopicSink:
@@ -245,6 +403,7 @@ class KafkaTopicSink:
             elif not future.is_done:  # its producer was replaced: send it again
                 retry.append(message)
             elif future.failed():
+                self._handle.delivery_failed(future.exception)
                 retry.append(message)
                 error = error or future.exception
             else:
@@ -265,7 +424,7 @@ class KafkaTopicSink:
         self._closed = True
         try:
             self.sync()
-        except SinkError as exc:
+        except (SinkError, OutputTransactionError) as exc:
             log_event(_log, "warning", "kafka_sink_closed_undelivered", topic=self.topic,
                       error=str(exc))
         self._handle.release()
@@ -351,16 +510,25 @@ class DeadLetterKafkaSink(KafkaTopicSink):
 
 def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None
                             ) -> tuple[AssignmentKafkaSink | None, EventKafkaSink | None,
-                                       DeadLetterKafkaSink]:
+                                       DeadLetterKafkaSink, KafkaOutputTransaction | None]:
     """The assignments, events and dead-letter Kafka sinks of the ``[sinks]`` (kind
-    ``"kafka"``) and ``[kafka]`` sections, sharing one producer."""
+    ``"kafka"``) and ``[kafka]`` sections, sharing one producer, and that producer's
+    transaction when ``kafka.transactional_id`` is set."""
     settings = {"linger_ms": 5, "max_block_ms": 1000, **kafka.client_settings(),
                 **kafka.producer}
-    handle = KafkaProducerHandle(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
-                                 metrics=metrics)
+    handle: KafkaProducerHandle
+    if kafka.transactional_id is not None:
+        settings.update(transactional_id=kafka.transactional_id,
+                        transaction_timeout_ms=kafka.transaction_timeout_ms)
+        handle = KafkaOutputTransaction(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
+                                        metrics=metrics)
+    else:
+        handle = KafkaProducerHandle(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
+                                     metrics=metrics)
     assignments = (AssignmentKafkaSink(handle, sinks.assignments_topic)
                    if sinks.assignments_topic else None)
     events = EventKafkaSink(handle, sinks.events_topic) if sinks.events_topic else None
     dead_letter = DeadLetterKafkaSink(handle, sinks.dead_letter_topic,
                                       max_raw_bytes=sinks.dead_letter_max_raw_bytes)
-    return assignments, events, dead_letter
+    transaction = handle if isinstance(handle, KafkaOutputTransaction) else None
+    return assignments, events, dead_letter, transaction

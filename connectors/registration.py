@@ -49,9 +49,10 @@ def kafka_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
     """Kafka topic sinks of a ``[sinks] kind = "kafka"`` section."""
     from .kafka_sinks import kafka_sinks_from_config
 
-    assignments, events, dead_letter = kafka_sinks_from_config(
+    assignments, events, dead_letter, transaction = kafka_sinks_from_config(
         section, kafka, metrics.kafka if metrics is not None else None)
-    return SinkSet(assignments=assignments, events=events, dead_letter=dead_letter)
+    return SinkSet(assignments=assignments, events=events, dead_letter=dead_letter,
+                   transaction=transaction)
 
 
 def kafka_scaleout(config: Any, metrics: Any) -> Any:

@@ -6,8 +6,15 @@ written durable) right before a checkpoint and stores the returned position insi
 checkpoint. After a crash, :meth:`Sink.restore` brings the sink back to that position
 (a file sink truncates itself to the checkpointed length), so with the source positions
 in the same checkpoint a file sink holds every entry exactly once. Sinks that cannot take
-back what they wrote (Kafka) ignore ``restore``: their entries are at-least-once and carry
-the model step so readers can de-duplicate.
+back what they wrote (Kafka) ignore ``restore``: their entries are at-least-once, keyed so
+that the last entry per key is exact (docs/service.md).
+
+Sinks may instead share an :class:`OutputTransaction` (exactly-once Kafka outputs): before
+every checkpoint the runtime commits the outputs written since the previous one together
+with the source positions, atomically, and only then writes the checkpoint. A crash between
+the two leaves the committed positions ahead of the checkpoint; the source marks the records
+in between ``replayed`` and :class:`SinkSet` writes nothing for them while the restored
+model learns them again.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink",
-           "SinkSet"]
+           "OutputTransaction", "SinkSet"]
 
 
 @runtime_checkable
@@ -93,17 +100,40 @@ class DeadLetterSink(Sink, Protocol):
         ...
 
 
+@runtime_checkable
+class OutputTransaction(Protocol):
+    """The unit of work shared by transactional sinks."""
+
+    def commit(self, positions: dict[str, dict[str, Any]], source: Any) -> None:
+        """Make every entry written since the last commit visible together with the source
+        ``positions`` (what ``source`` read up to), all or nothing.
+
+        Raises
+        ------
+        SinkError
+            Nothing was committed and nothing is lost (e.g. no broker yet): retried.
+        OutputTransactionError
+            The entries since the last commit are lost (fenced, refused): the process must
+            restart from its last checkpoint.
+        """
+        ...
+
+
 @dataclass
 class SinkSet:
     """The three sinks of a process (assignments and events may be disabled) and the one
     place that dispatches entries to them.
 
-    A sinks factory (see :mod:`streamkm.registry`) returns one.
+    A sinks factory (see :mod:`streamkm.registry`) returns one. Records marked
+    ``replayed`` by their source get no assignment and no dead letter, and a batch made only
+    of them no events (their outputs were committed before).
     """
 
     assignments: AssignmentSink | None
     events: EventSink | None
     dead_letter: DeadLetterSink
+    transaction: OutputTransaction | None = None
+    _replaying: bool = False
 
     def named(self) -> dict[str, Sink]:
         """The enabled sinks by name (the keys of ``sink_positions`` in checkpoints)."""
@@ -116,14 +146,19 @@ class SinkSet:
                           sq_distances: Any, step: int) -> None:
         """One assignment per accepted record (with its raw record for sinks that want it)."""
         sink = self.assignments
+        if sink is not None and any(record.replayed for record in records):
+            keep = [i for i, record in enumerate(records) if not record.replayed]
+            records, ids = [records[i] for i in keep], [ids[i] for i in keep]
+            clusters, sq_distances = clusters[keep], sq_distances[keep]
         if isinstance(sink, RecordAssignmentSink):
             sink.write_record_assignments(records, ids, clusters, sq_distances, step)
         elif sink is not None:
             sink.write_assignments(ids, clusters, sq_distances, step)
 
     def write_event(self, event: dict[str, Any]) -> None:
-        """One lifecycle event (dropped when the events sink is disabled)."""
-        if self.events is not None:
+        """One lifecycle event (dropped when the events sink is disabled or the batch is
+        replayed)."""
+        if self.events is not None and not self._replaying:
             self.events.write_event(event)
 
     def write_dead_letters(self, rejections: Iterable[Any]) -> dict[str, int]:
@@ -133,10 +168,23 @@ class SinkSet:
         for rejection in rejections:
             reason = rejection.reason.value
             record = rejection.record
-            self.dead_letter.write_dead_letter(record.value, reason, rejection.detail,
-                                               record.position)
+            if not record.replayed:
+                self.dead_letter.write_dead_letter(record.value, reason, rejection.detail,
+                                                   record.position)
             tally[reason] += 1
         return dict(tally)
+
+    def begin_batch(self, records: list[Any], rejections: Iterable[Any]) -> None:
+        """The entries that follow belong to the batch of ``records`` and ``rejections``
+        (its events are dropped if every one of them is replayed)."""
+        everything = [*records, *(rejection.record for rejection in rejections)]
+        self._replaying = bool(everything) and all(record.replayed for record in everything)
+
+    def commit(self, positions: dict[str, dict[str, Any]], source: Any) -> None:
+        """Commit the outputs written so far with the source ``positions`` (transactional
+        sinks; nothing to do otherwise). See :meth:`OutputTransaction.commit`."""
+        if self.transaction is not None:
+            self.transaction.commit(positions, source)
 
     def flush(self) -> None:
         """Hand every sink's buffered entries to its medium."""

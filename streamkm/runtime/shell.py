@@ -313,6 +313,7 @@ class Runtime:
         learned = self.learner.learn(batch)
         t_sinks = time.perf_counter()
         self.status.model_seconds += t_sinks - t0
+        self.sinks.begin_batch(batch.records, batch.rejections)
         for entry in learned.side_events:
             self.sinks.write_event(entry)
         self.write_assignments(batch, learned)
@@ -404,6 +405,10 @@ class Runtime:
         m = self.metrics
         try:
             sink_positions = self.sinks.sync()
+            # Transactional outputs are committed with the positions before the checkpoint
+            # that holds them: a crash in between replays records whose outputs exist
+            # (suppressed, see streamkm.sinks), never loses outputs.
+            self.sinks.commit(content.positions, self.source)
             path = self.store.write(
                 model_arrays=content.model_arrays, model_meta=content.model_meta,
                 positions=content.positions, sink_positions=sink_positions,

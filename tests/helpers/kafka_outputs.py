@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
 from tests.helpers.kafka_broker import produce, valid_value
@@ -96,3 +97,28 @@ def check_dead_letters_exact(messages: list[Any], topic: str,
     assert set(last) == set(expected)
     for key, msg in last.items():
         assert dict(msg.headers)["reason"] == expected[key].encode()
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The committed offsets of ``group`` on ``topic`` by partition (missing: none)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False)
+    try:
+        out = {}
+        for p in range(partitions):
+            committed = consumer.committed(TopicPartition(topic, p))
+            if committed is not None:
+                out[p] = int(committed)
+        return out
+    finally:
+        consumer.close(autocommit=False)
+
+
+def transactional_config(config: Path, transactional_id: str) -> Path:
+    """``config`` (from ``write_config``) with exactly-once Kafka outputs."""
+    text = config.read_text().replace(
+        "[kafka]\n", f'[kafka]\ntransactional_id = "{transactional_id}"\n', 1)
+    config.write_text(text)
+    return config
