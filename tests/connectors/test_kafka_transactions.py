@@ -203,8 +203,8 @@ def test_crash_between_commit_and_checkpoint_replays_without_repeating_outputs(
                                                                        checkpointed)
         window = _window_ids(producer, checkpointed, committed)
         assert window
-        # 2. plain SIGKILLs while the producer writes
-        for _ in range(2):
+        # 2. a plain SIGKILL while the producer writes
+        for _ in range(1):
             proc = start_service(config, log)
             try:
                 target = count_events(log, "checkpoint_written") + int(rng.integers(2, 5))
@@ -238,5 +238,56 @@ def test_crash_between_commit_and_checkpoint_replays_without_repeating_outputs(
     assert {counts[i] for i in window} == {1}
     check_dead_letters_exact(read_topic(kafka_broker.bootstrap, f"{out}-dlq"), topic,
                              producer.poison)
+    per_partition = Counter(i % 3 for i in range(producer.produced))
+    assert group_offsets(kafka_broker.bootstrap, group, topic, 3) == dict(per_partition)
+
+
+@pytest.mark.slow
+def test_a_fenced_service_stops_and_its_restart_carries_on(
+        kafka_broker: TansuBroker, tmp_path: Path) -> None:
+    from kafka import KafkaProducer
+
+    topic, group, tid = "txn-fence", "g-txn-fence", "streamkm-txn-fence"
+    out = f"{topic}-out"
+    create_topics(kafka_broker.bootstrap, {topic: 3, f"{out}-assignments": 3,
+                                           f"{out}-events": 1, f"{out}-dlq": 1})
+    config = transactional_config(write_config(
+        tmp_path, kafka_broker.bootstrap, topic=topic, group=group, out_prefix=out,
+        batch_size=20), tid)
+    log = tmp_path / "service.log"
+    producer = PacedProducer(kafka_broker.bootstrap, topic, minimum=900)
+    producer.start()
+    try:
+        proc = start_service(config, log)
+        try:
+            wait_until(lambda: count_events(log, "checkpoint_written") >= 3, 60,
+                       "checkpoints", [proc])
+            usurper = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap,
+                                    transactional_id=tid, max_block_ms=10000)
+            usurper.init_transactions()  # fences the service's producer
+            usurper.close(timeout=10)
+            assert proc.wait(timeout=30) == 1
+        finally:
+            kill(proc)
+        failed = [e for e in log_events(log) if e.get("event") == "kafka_transaction_failed"]
+        assert failed and "Fenced" in failed[0]["error"]
+        assert count_events(log, "service_failed") == 1
+        assert "Traceback" not in log.read_text()
+        producer.finish()
+        producer.join(timeout=60)
+        assert producer.error is None
+        proc = start_service(config, log)  # fences the usurper in turn
+        try:
+            wait_until(lambda: read_count(tmp_path) >= producer.produced, 60,
+                       "the rest of the stream", [proc])
+            assert stop(proc) == 0
+        finally:
+            kill(proc)
+    finally:
+        producer.finish()
+
+    assert model_count(tmp_path) == len(producer.valid_ids)
+    check_assignments_exact(read_topic(kafka_broker.bootstrap, f"{out}-assignments"),
+                            producer.valid_ids)
     per_partition = Counter(i % 3 for i in range(producer.produced))
     assert group_offsets(kafka_broker.bootstrap, group, topic, 3) == dict(per_partition)
