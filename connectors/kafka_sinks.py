@@ -38,16 +38,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from streamkm.decoding import safe_text
 from streamkm.exceptions import OutputTransactionError, SinkError
 from streamkm.logs import log_event
-
-from streamkm.decoding import safe_text
 
 from ._json_out import assignments, encode
 from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
 
-__all__ = ["KafkaProducerHandle", "KafkaOutputTransaction", "KafkaTopicSink", "AssignmentKafkaSink", "EventKafkaSink",
-           "DeadLetterKafkaSink", "kafka_sinks_from_config", "id_key", "position_key"]
+__all__ = ["KafkaProducerHandle", "KafkaOutputTransaction", "KafkaTopicSink",
+           "AssignmentKafkaSink", "EventKafkaSink", "DeadLetterKafkaSink",
+           "kafka_sinks_from_config", "id_key", "position_key"]
 
 _log = logging.getLogger("streamkm.kafka")
 _Message = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
