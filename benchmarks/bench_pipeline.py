@@ -136,7 +136,10 @@ def run_service(config: Any, n: int) -> dict[str, float]:
     wall = marks["done"] - marks["first"]
     parts = {key: (value - at_first[key]) / wall
              for key, value in _time_parts(service.status).items()}
-    return {"rate": (n - BATCH) / wall, "first_batch_s": marks["first"] - t_start, **parts}
+    status = service.status
+    return {"rate": (n - BATCH) / wall, "first_batch_s": marks["first"] - t_start,
+            "checkpoint_ms": 1000 * status.checkpoint_seconds / max(status.checkpoints, 1),
+            **parts}
 
 
 def _time_parts(status: Any) -> dict[str, float]:
@@ -367,20 +370,25 @@ def kafka_sinks_part(tmp: Path, repeats: int, k: int) -> None:
                     config = service_config(folder, source, "json", dim, k, "float64",
                                             "updating", kafka, sinks={"kind": "kafka", **outputs},
                                             every_batches=every)
-                    rates[txn] = run_service(config, n)["rate"]
+                    result = run_service(config, n)
+                    rates[txn] = result["rate"]
                     runs.setdefault(name, []).append(rates[txn])
+                    runs.setdefault(f"ck-{name}", []).append(result["checkpoint_ms"])
                 runs.setdefault(f"ratio-{every}", []).append(rates[True] / rates[False])
     finally:
         broker.stop()
     print(f"## Kafka in, Kafka out: transactions off vs on (Tansu, {PARTITIONS} partitions, "
           f"JSON d={dim}, {n:,} records, batch {BATCH}, k={k}, model updating, {repeats} "
           f"interleaved repeats, median (min-max))\n")
-    print("| checkpoint (= transaction) every | off, rec/s | on, rec/s | on / off |")
-    print("|---|---|---|---|")
+    print("| checkpoint (= transaction) every | off, rec/s | on, rec/s | on / off | "
+          "checkpoint off, ms | checkpoint + commit on, ms |")
+    print("|---|---|---|---|---|---|")
     for every in cadences:
         print(f"| {every} batch{'es' if every > 1 else ''} ({every * BATCH:,} records) | "
               f"{summary(runs[f'off-{every}'])} | {summary(runs[f'on-{every}'])} | "
-              f"{summary(runs[f'ratio-{every}'], '.2f')} |")
+              f"{summary(runs[f'ratio-{every}'], '.2f')} | "
+              f"{summary(runs[f'ck-off-{every}'], '.1f')} | "
+              f"{summary(runs[f'ck-on-{every}'], '.1f')} |")
     print()
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink",
@@ -133,7 +133,7 @@ class SinkSet:
     events: EventSink | None
     dead_letter: DeadLetterSink
     transaction: OutputTransaction | None = None
-    _replaying: bool = False
+    _replaying: bool = field(default=False, init=False, repr=False)
 
     def named(self) -> dict[str, Sink]:
         """The enabled sinks by name (the keys of ``sink_positions`` in checkpoints)."""
