@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from streamkm.decoding import safe_text
+from streamkm.exceptions import OutputRecordError
 
 __all__ = ["Assignment", "assignments", "encode", "encode_lines"]
 
@@ -57,20 +58,37 @@ def _made_safe(value: Any) -> Any:
     return value
 
 
+def _unencodable(exc: Exception) -> OutputRecordError:
+    return OutputRecordError(f"cannot serialise the entry as JSON: {safe_text(str(exc))}")
+
+
 def encode(value: Any) -> bytes:
-    """``value`` as compact JSON bytes."""
+    """``value`` as compact JSON bytes.
+
+    Raises
+    ------
+    OutputRecordError
+        ``value`` cannot be serialised (a record-level error: never retried).
+    """
     try:
-        return _encoder.encode(value)
-    except UnicodeEncodeError:
-        return _encoder.encode(_made_safe(value))
+        try:
+            return _encoder.encode(value)
+        except UnicodeEncodeError:
+            return _encoder.encode(_made_safe(value))
+    except (msgspec.EncodeError, TypeError, ValueError, OverflowError) as exc:
+        raise _unencodable(exc) from exc
 
 
 def encode_lines(values: list[Any]) -> bytes:
-    """``values`` as JSON lines (each followed by a newline)."""
+    """``values`` as JSON lines (each followed by a newline); raises
+    :class:`~streamkm.exceptions.OutputRecordError` as :func:`encode` does."""
     try:
-        return _encoder.encode_lines(values)
-    except UnicodeEncodeError:
-        return _encoder.encode_lines([_made_safe(v) for v in values])
+        try:
+            return _encoder.encode_lines(values)
+        except UnicodeEncodeError:
+            return _encoder.encode_lines([_made_safe(v) for v in values])
+    except (msgspec.EncodeError, TypeError, ValueError, OverflowError) as exc:
+        raise _unencodable(exc) from exc
 
 
 def assignments(ids: list[Any], clusters: Any, sq_distances: Any, step: int

@@ -43,7 +43,7 @@ from typing import Any, Literal
 from ._file_identity import TrackedFile
 from ._framing import FramedReader
 from streamkm.exceptions import ParameterError, StateError
-from streamkm.sources import RawRecord
+from streamkm.sources import LAG_BYTES, RawRecord
 
 __all__ = ["FileTailSource", "FileTailPartition"]
 
@@ -165,6 +165,9 @@ def _is_positive_int(value: Any) -> bool:
 
 class FileTailPartition:
     """One tailed pattern. Build it with :meth:`FileTailSource.build_part`."""
+
+    #: :meth:`lag` counts bytes.
+    lag_unit = LAG_BYTES
 
     def __init__(self, source: FileTailSource, pattern: str,
                  resume_state: dict[str, Any] | None) -> None:

@@ -53,6 +53,7 @@ from streamkm.exceptions import OutputTransactionError, ParameterError
 from streamkm.logs import log_event
 from streamkm.sources import (
     ERROR_PREFIX_BYTES,
+    LAG_RECORDS,
     OVERSIZED,
     RELEASED,
     AssignmentListener,
@@ -84,6 +85,9 @@ class KafkaPartition:
 
     Built by :meth:`KafkaSource.build_part`; see the module docstring for where it starts.
     """
+
+    #: :meth:`lag` counts messages.
+    lag_unit = LAG_RECORDS
 
     def __init__(self, source: KafkaSource, tp: Any, resume_state: dict[str, Any] | None,
                  *, replay_committed: bool = False) -> None:
@@ -264,6 +268,7 @@ class KafkaSource:
         self._parts: dict[Any, KafkaPartition] = {}
         self._assigned: list[Any] = []
         self._losing = False
+        self._in_group = False  # an assignment (possibly empty) came since the last loss
         self._last_commit: dict[Any, Any] = {}
         self._poll_error_logged = 0.0
         if metrics is not None:
@@ -286,6 +291,21 @@ class KafkaSource:
     def _report_connected(self, connected: bool) -> None:
         if self.metrics is not None:
             self.metrics.broker_connected.labels(client="consumer").set(1 if connected else 0)
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready while the consumer holds a broker connection and has received its (possibly
+        empty) partition assignment from the group (:class:`~streamkm.sources.ReportsReadiness`)."""
+        group = self.settings.get("group_id")
+        if self.consumer is None:
+            return False, ("no Kafka consumer: the broker could not be reached yet "
+                           "(kafka_connect_failed in the log)")
+        if not self._client.connected:
+            return False, "the Kafka consumer has no broker connection"
+        if not self._in_group:
+            return False, f"connected; waiting for a partition assignment in group {group!r}"
+        parts = self.list_parts()
+        return True, (f"connected; group {group!r} assigned {len(parts)} partition(s)"
+                      + (f": {', '.join(parts)}" if parts else ""))
 
     @property
     def consumer(self) -> Any:
@@ -439,6 +459,7 @@ class KafkaSource:
         except Exception as exc:  # noqa: BLE001
             log_event(_log, "warning", "kafka_close_failed", error=repr(exc))
         self._client.client = None
+        self._in_group = False
         self._assigned = []
         self._parts.clear()
 
@@ -466,6 +487,8 @@ class KafkaSource:
     def _handle_revoked(self, tps: Any, *, lost: bool) -> None:
         keys = sorted(part_key(tp.topic, tp.partition) for tp in tps)
         self._losing = lost
+        if lost:
+            self._in_group = False
         try:
             if self._listener is not None and keys:
                 self._listener.on_revoked(keys, lost=lost)
@@ -480,6 +503,7 @@ class KafkaSource:
 
     def _handle_assigned(self, tps: Any) -> None:
         tps = sorted(tps)
+        self._in_group = True
         known = set(self._assigned)
         self._assigned.extend(tp for tp in tps if tp not in known)
         if self.metrics is not None:

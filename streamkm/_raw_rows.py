@@ -27,20 +27,24 @@ def stack_rows(parts: list[RawRows]) -> RawRows:
     return np.ascontiguousarray(np.concatenate(parts))
 
 
-def cluster_means(raw: RawRows, labels: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Dense (k, D) float64 means of the raw rows of each cluster (0 for empty clusters)."""
+def cluster_means(raw: RawRows, labels: np.ndarray, counts: np.ndarray,
+                  sample_weight: np.ndarray | None = None) -> np.ndarray:
+    """Dense (k, D) float64 means of the raw rows of each cluster (0 for empty clusters).
+
+    With ``sample_weight`` each row counts that many times (``counts`` are then the
+    weighted counts)."""
     k = counts.shape[0]
+    w = np.ones(labels.shape[0]) if sample_weight is None else np.asarray(sample_weight,
+                                                                          np.float64)
     if is_sparse(raw):
         import scipy.sparse as sp
 
-        onehot = sp.csr_matrix(
-            (np.ones(labels.shape[0]), (labels, np.arange(labels.shape[0]))),
-            shape=(k, labels.shape[0]),
-        )
+        onehot = sp.csr_matrix((w, (labels, np.arange(labels.shape[0]))),
+                               shape=(k, labels.shape[0]))
         sums = np.asarray((onehot @ raw).todense(), dtype=np.float64)
     else:
         sums = np.zeros((k, raw.shape[1]))
-        np.add.at(sums, labels, raw)
+        np.add.at(sums, labels, raw * w[:, None] if sample_weight is not None else raw)
     return np.divide(sums, counts[:, None], out=np.zeros_like(sums), where=counts[:, None] > 0)
 
 

@@ -50,6 +50,9 @@ class RejectReason(str, Enum):
     INDEX_OUT_OF_RANGE = "index_out_of_range"
     UNSORTED_INDICES = "unsorted_indices"
     INVALID_ID = "invalid_id"
+    #: Accepted and learned, but its assignment could not be serialised/written by the sink
+    #: (the runtime's second line of defence, see :class:`streamkm.sinks.SinkSet`).
+    OUTPUT_ERROR = "output_error"
 
 
 @dataclass(frozen=True, slots=True)

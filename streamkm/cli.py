@@ -224,8 +224,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out.write(f"streamkm demo: state in {state}\n")
     out.write(f"  stream   {stream_file} ({args.rate:g} records/s)\n")
     if service.metrics_server is not None:
+        base = service.metrics_server.base_url
         out.write(f"  metrics  {service.metrics_server.url}\n")
+        out.write(f"  health   {base}/healthz (alive), {base}/readyz (ready)\n")
     out.write(f"  output   {config.sinks.assignments}\n")
+    out.write(f"  rejects  {config.sinks.dead_letter} (1 line in 1,000 is malformed on purpose)\n")
     out.write("  Ctrl-C to stop (state is kept; run again to resume)\n")
     out.flush()
     writer.start()

@@ -23,6 +23,8 @@ __all__ = [
     "DecodeError",
     "SinkError",
     "TransportError",
+    "StorageError",
+    "OutputRecordError",
 ]
 
 
@@ -86,3 +88,32 @@ class OutputTransactionError(StreamkmError, RuntimeError):
 class TransportError(StreamkmError, OSError):
     """A message transport (the Kafka broker of scale-out mode) did not take or deliver a
     message; connectors translate their client library's errors into it. Retried."""
+
+
+class StorageError(StreamkmError, OSError):
+    """The file system refused a write of an output file or a checkpoint (full, quota,
+    read-only, I/O error): a fault of the device, not of any record.
+
+    The runtime pauses ingestion and retries until the write succeeds. ``target`` names what
+    was being written (``assignments``, ``events``, ``dead_letter``, ``checkpoint``);
+    ``errno`` and ``strerror`` are the operating system's.
+    """
+
+    def __init__(self, target: str, error: OSError) -> None:
+        where = f" ({error.filename})" if error.filename else ""
+        super().__init__(error.errno, f"{target}: {error.strerror or error}{where}")
+        self.target = target
+        self.error = error
+
+    @property
+    def errno_name(self) -> str:
+        """The symbolic errno (``ENOSPC``), or ``"unknown"``."""
+        import errno as _errno
+
+        return _errno.errorcode.get(self.errno or 0, "unknown")
+
+
+class OutputRecordError(StreamkmError, ValueError):
+    """One entry cannot be serialised or written by a sink for a reason of its own (an
+    encoding or serialisation error of that entry), whatever the device. The record is
+    dead-lettered with the error as its detail instead; it is never retried."""

@@ -15,17 +15,59 @@ with the source positions, atomically, and only then writes the checkpoint. A cr
 the two leaves the committed positions ahead of the checkpoint; the source marks the records
 in between ``replayed`` and :class:`SinkSet` writes nothing for them while the restored
 model learns them again.
+
+Two kinds of write errors are told apart (:class:`SinkSet` does it for every sink):
+
+* **device-level**: an ``OSError`` from the operating system (disk full, quota, read-only
+  file system, I/O error), raised by ``write_*``, :meth:`Sink.flush` or :meth:`Sink.sync`.
+  :class:`SinkSet` raises it as :class:`~streamkm.exceptions.StorageError` naming the sink;
+  the runtime pauses and retries the batch's output whole, after :meth:`SinkSet.rollback`
+  has taken back what the failed attempt wrote (sinks with a ``rollback`` method).
+* **record-level**: a ``ValueError`` / ``TypeError`` / ``OverflowError`` (e.g.
+  :class:`~streamkm.exceptions.OutputRecordError`) from a ``write_*`` call: that entry cannot
+  be written whatever the device. An assignment that fails so is dead-lettered with reason
+  ``output_error`` and the error as detail; an event is dropped (logged). Never retried.
+  The batch is then written again row by row after a ``rollback``: a sink without
+  ``rollback`` should serialise a whole call before it queues anything, so that a
+  record-level error leaves nothing of the call behind.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from streamkm._rejection import RejectReason, Rejection, safe_text
+from streamkm.sources import RawRecord
+from streamkm.exceptions import StorageError, StreamkmError
+from streamkm.logs import log_event
+
 __all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink",
-           "OutputTransaction", "SinkSet"]
+           "OutputTransaction", "SinkSet", "RECORD_ERRORS"]
+
+_log = logging.getLogger("streamkm.sinks")
+
+#: Exceptions of a ``write_*`` call that are the entry's fault, not the device's.
+RECORD_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OverflowError)
+
+
+@contextmanager
+def _device_errors(target: str) -> Iterator[None]:
+    """Raise an operating-system error as :class:`StorageError` naming ``target``."""
+    try:
+        yield
+    except StreamkmError:
+        raise
+    except OSError as exc:
+        raise StorageError(target, exc) from exc
+
+
+def _error_text(exc: BaseException) -> str:
+    return safe_text(f"{type(exc).__name__}: {exc}")[:300]
 
 
 @runtime_checkable
@@ -142,35 +184,113 @@ class SinkSet:
                                          "dead_letter": self.dead_letter}
         return {name: sink for name, sink in sinks.items() if sink is not None}
 
+    def positions(self) -> dict[str, dict[str, Any]]:
+        """Every sink's current position by name (marks for :meth:`rollback`)."""
+        return {name: sink.position() for name, sink in self.named().items()}
+
+    def rollback(self, marks: dict[str, dict[str, Any]]) -> None:
+        """Take back what every sink that can (a ``rollback`` method) wrote since ``marks``.
+
+        Raises
+        ------
+        StorageError
+            A file could not be truncated.
+        """
+        for name, sink in self.named().items():
+            rollback = getattr(sink, "rollback", None)
+            if rollback is not None and name in marks:
+                with _device_errors(name):
+                    rollback(marks[name])
+
     def write_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
-                          sq_distances: Any, step: int) -> None:
-        """One assignment per accepted record (with its raw record for sinks that want it)."""
+                          sq_distances: Any, step: int) -> list[Rejection]:
+        """One assignment per accepted record (with its raw record for sinks that want it).
+
+        Returns the records whose assignment failed with a record-level error, as
+        ``output_error`` rejections for the dead-letter sink (the others are written).
+
+        Raises
+        ------
+        StorageError
+            The device refused the write.
+        """
         sink = self.assignments
         if sink is not None and any(record.replayed for record in records):
             keep = [i for i, record in enumerate(records) if not record.replayed]
             records, ids = [records[i] for i in keep], [ids[i] for i in keep]
             clusters, sq_distances = clusters[keep], sq_distances[keep]
-        if isinstance(sink, RecordAssignmentSink):
-            sink.write_record_assignments(records, ids, clusters, sq_distances, step)
-        elif sink is not None:
-            sink.write_assignments(ids, clusters, sq_distances, step)
+        if sink is None or not len(ids):
+            return []
+        mark = sink.position()
+        try:
+            self._assign(sink, records, ids, clusters, sq_distances, step)
+            return []
+        except RECORD_ERRORS:
+            pass
+        # Second line of defence: take the batch back, then one row at a time.
+        self.rollback({"assignments": mark})
+        failed = []
+        for i in range(len(ids)):
+            row = slice(i, i + 1)
+            mark = sink.position()
+            try:
+                self._assign(sink, records[row], ids[row], clusters[row], sq_distances[row],
+                             step)
+            except RECORD_ERRORS as exc:
+                self.rollback({"assignments": mark})
+                record = (records[i] if i < len(records) else
+                          RawRecord(b"", None, {"id": safe_text(repr(ids[i]))[:300]}))
+                failed.append(Rejection(RejectReason.OUTPUT_ERROR,
+                                        f"assignment not writable: {_error_text(exc)}",
+                                        record))
+        return failed
+
+    @staticmethod
+    def _assign(sink: AssignmentSink, records: list[Any], ids: list[Any], clusters: Any,
+                sq_distances: Any, step: int) -> None:
+        with _device_errors("assignments"):
+            if isinstance(sink, RecordAssignmentSink):
+                sink.write_record_assignments(records, ids, clusters, sq_distances, step)
+            else:
+                sink.write_assignments(ids, clusters, sq_distances, step)
 
     def write_event(self, event: dict[str, Any]) -> None:
-        """One lifecycle event (dropped when the events sink is disabled or the batch is
-        replayed)."""
-        if self.events is not None and not self._replaying:
-            self.events.write_event(event)
+        """One lifecycle event (dropped when the events sink is disabled, or, logged, when
+        the sink cannot serialise it)."""
+        if self.events is None or self._replaying:
+            return
+        try:
+            with _device_errors("events"):
+                self.events.write_event(event)
+        except RECORD_ERRORS as exc:
+            log_event(_log, "error", "event_unwritable", event=safe_text(str(event.get("event"))),
+                      error=_error_text(exc))
 
-    def write_dead_letters(self, rejections: Iterable[Any]) -> dict[str, int]:
-        """Quarantine every rejected record (a :class:`~streamkm.decoding.Rejection`);
-        returns how many were written by reason."""
+    def write_dead_letters(self, rejections: Iterable[Rejection]) -> dict[str, int]:
+        """Quarantine every rejected record; returns how many were written by reason.
+
+        An entry the sink cannot serialise is written again with its position as text and
+        the error appended to the detail.
+        """
         tally: Counter[str] = Counter()
         for rejection in rejections:
             reason = rejection.reason.value
             record = rejection.record
-            if not record.replayed:
-                self.dead_letter.write_dead_letter(record.value, reason, rejection.detail,
-                                                   record.position)
+            if record.replayed:  # written before the crash that replays it
+                tally[reason] += 1
+                continue
+            try:
+                self._dead_letter(record.value, reason, rejection.detail, record.position)
+            except RECORD_ERRORS as exc:
+                try:
+                    self._dead_letter(bytes(record.value), reason,
+                                      f"{safe_text(str(rejection.detail))} (entry not "
+                                      f"writable as is: {_error_text(exc)})",
+                                      {"text": safe_text(repr(record.position))[:300]})
+                except RECORD_ERRORS as again:
+                    log_event(_log, "error", "dead_letter_unwritable", reason=reason,
+                              error=_error_text(again))
+                    continue
             tally[reason] += 1
         return dict(tally)
 
@@ -186,14 +306,36 @@ class SinkSet:
         if self.transaction is not None:
             self.transaction.commit(positions, source)
 
+    def _dead_letter(self, raw: bytes, reason: str, detail: str,
+                     position: dict[str, Any]) -> None:
+        with _device_errors("dead_letter"):
+            self.dead_letter.write_dead_letter(raw, reason, detail, position)
+
     def flush(self) -> None:
-        """Hand every sink's buffered entries to its medium."""
-        for sink in self.named().values():
-            sink.flush()
+        """Hand every sink's buffered entries to its medium.
+
+        Raises
+        ------
+        StorageError
+            The device refused the write.
+        """
+        for name, sink in self.named().items():
+            with _device_errors(name):
+                sink.flush()
 
     def sync(self) -> dict[str, dict[str, Any]]:
-        """Make every sink durable; their positions by name (for a checkpoint)."""
-        return {name: sink.sync() for name, sink in self.named().items()}
+        """Make every sink durable; their positions by name (for a checkpoint).
+
+        Raises
+        ------
+        StorageError
+            The device refused the write or the fsync.
+        """
+        positions = {}
+        for name, sink in self.named().items():
+            with _device_errors(name):
+                positions[name] = sink.sync()
+        return positions
 
     def close(self) -> None:
         """Close every sink."""

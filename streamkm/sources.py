@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["RawRecord", "SourcePartition", "Source", "AssignmentListener", "DynamicSource",
-           "OVERSIZED", "TRUNCATED", "ERROR_PREFIX_BYTES", "RELEASED"]
+           "ReportsReadiness", "OVERSIZED", "TRUNCATED", "ERROR_PREFIX_BYTES", "RELEASED",
+           "LAG_BYTES", "LAG_RECORDS"]
 
 #: ``RawRecord.error`` of a record longer than the source's size limit; ``value`` then
 #: holds only a prefix of at most :data:`ERROR_PREFIX_BYTES` bytes.
@@ -39,6 +40,10 @@ ERROR_PREFIX_BYTES = 1024
 #: Key the service adds (value ``True``) to the snapshot of a partition it gave up (see
 #: :class:`DynamicSource`).
 RELEASED = "released"
+#: :attr:`SourcePartition.lag_unit` of a partition whose lag counts bytes (files).
+LAG_BYTES = "bytes"
+#: :attr:`SourcePartition.lag_unit` of a partition whose lag counts records (Kafka messages).
+LAG_RECORDS = "records"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +82,14 @@ class RawRecord:
 
 @runtime_checkable
 class SourcePartition(Protocol):
-    """One independently readable, independently resumable part of a source."""
+    """One independently readable, independently resumable part of a source.
+
+    ``lag_unit`` says what :meth:`lag` counts: :data:`LAG_BYTES` or :data:`LAG_RECORDS`
+    (the service exports it as ``streamkm_source_lag_bytes`` or
+    ``streamkm_source_lag_records``).
+    """
+
+    lag_unit: str
 
     def next_batch(self, max_records: int) -> list[RawRecord]:
         """Return up to ``max_records`` new records, in order; ``[]`` if none are ready.
@@ -95,8 +107,8 @@ class SourcePartition(Protocol):
         ...
 
     def lag(self) -> float | None:
-        """How far behind the end of the input the partition is (bytes for files,
-        messages for Kafka), or ``None`` if unknown."""
+        """How far behind the end of the input the partition is, in :attr:`lag_unit`
+        (bytes for files, messages for Kafka), or ``None`` if unknown."""
         ...
 
     def close(self) -> None:
@@ -115,6 +127,20 @@ class Source(Protocol):
     def build_part(self, part_key: str, resume_state: dict[str, Any] | None) -> SourcePartition:
         """Build partition ``part_key``, resuming from ``resume_state`` (a value previously
         returned by :meth:`SourcePartition.snapshot`) or starting fresh if ``None``."""
+        ...
+
+
+@runtime_checkable
+class ReportsReadiness(Protocol):
+    """A source that can tell whether it is able to deliver input now (optional).
+
+    The service's ``/readyz`` asks it; a source without this method is ready once its
+    partitions are open (files: their positions are known).
+    """
+
+    def readiness(self) -> tuple[bool, str]:
+        """``(True, detail)`` while input can be read (e.g. a Kafka consumer connected to
+        its broker and in its group), else ``(False, why)``. Never blocks, never raises."""
         ...
 
 

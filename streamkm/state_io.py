@@ -12,6 +12,7 @@ temporary file in the same folder, are fsynced, then renamed over the target.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -78,11 +79,16 @@ def write_npz_atomic(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]
     target = Path(path)
     data = _encode(arrays, meta)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a full disk gets its space back
+            os.unlink(tmp)
+        raise
     fsync_dir(target.parent)
 
 

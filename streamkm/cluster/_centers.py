@@ -673,7 +673,7 @@ class ExplicitCenters:
         if sample_weight is not None:
             return self._weighted_step(x, diag, labels, mind, learning_rate=learning_rate,
                                        counts=counts, update=update,
-                                       sample_weight=sample_weight)
+                                       sample_weight=sample_weight, raw=raw)
         sums = np.empty((k, x.shape[1]), dtype=np.float64)
         batch_counts = np.empty(k, dtype=np.int64)
         if not update:
@@ -694,7 +694,8 @@ class ExplicitCenters:
 
     def _weighted_step(self, x: np.ndarray, diag: np.ndarray, labels: np.ndarray,
                        mind: np.ndarray, *, learning_rate: str, counts: np.ndarray,
-                       update: bool, sample_weight: np.ndarray) -> StepOutcome:
+                       update: bool, sample_weight: np.ndarray,
+                       raw: RawRows | None = None) -> StepOutcome:
         k = self.n_clusters
         batch_counts = _weighted_counts(labels, k, sample_weight)
         before = _weighted_mean(mind, sample_weight)
@@ -708,6 +709,9 @@ class ExplicitCenters:
         means = sums[moved] / batch_counts[moved, None]
         a = alpha[moved, None]
         self.centers[moved] = ((1.0 - a) * self.centers[moved] + a * means).astype(x.dtype)
+        if self.raw is not None:
+            raw_means = cluster_means(raw, labels, batch_counts, sample_weight)
+            self.raw[moved] = (1.0 - a) * self.raw[moved] + a * raw_means[moved]
         self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
         _, mind_after, _ = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
         return StepOutcome(labels, mind, batch_counts, before,

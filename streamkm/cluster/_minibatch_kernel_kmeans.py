@@ -438,12 +438,11 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         Truncation still counts support rows. Integer multiplicities give the same centers
         as repeating the rows (up to rounding). ``None`` (default): every row counts once.
         The first call initialises from the unweighted rows, then steps with the weights.
-        Not combined with ``raw``.
+        With ``raw`` the kept raw support rows (raw centroids: weighted raw means) follow
+        the same rule.
         """
         weights = None if sample_weight is None else _check_sample_weight(
             sample_weight, getattr(X, "shape", (len(X),))[0])
-        if weights is not None and raw is not None:
-            raise ValidationError("sample_weight cannot be combined with raw rows (sketching)")
         if not self._is_fitted():
             self._validate_params()
             x = self._validate_X(X, reset=True)

@@ -5,13 +5,15 @@
 * :class:`Learner` (:mod:`.learner`): the strategy it runs, :class:`LocalLearner`
   (:mod:`.local`) or ``streamkm.scaleout.worker.ScaleoutWorker``.
 * :class:`RuntimeHook`: observers of a runtime; :class:`HttpRouter` (:mod:`.http`): the
-  listener's routes.
+  listener's routes; :class:`HealthChecks` (:mod:`.health`): ``/healthz``, ``/readyz`` and
+  the readiness checks (:mod:`.watchdog`: systemd's watchdog fed by the liveness check).
 
 ``streamkm.runtime.build.build_runtime`` picks the learner from a configuration.
 """
 
 from __future__ import annotations
 
+from streamkm.runtime.health import HealthChecks
 from streamkm.runtime.http import HttpRequest, HttpResponse, HttpRouter, HttpServer
 from streamkm.runtime.learner import CheckpointContent, Learned, Learner, RuntimeHook
 from streamkm.runtime.local import LocalLearner
@@ -20,4 +22,4 @@ from streamkm.runtime.status import ServiceStatus
 
 __all__ = ["Runtime", "Learner", "Learned", "CheckpointContent", "RuntimeHook",
            "LocalLearner", "ServiceStatus", "HttpRouter", "HttpRequest", "HttpResponse",
-           "HttpServer"]
+           "HttpServer", "HealthChecks"]

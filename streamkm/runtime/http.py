@@ -1,8 +1,9 @@
 """The process's HTTP listener: a small router from paths to handlers.
 
-``/metrics`` (the Prometheus exposition of the process's registry) is the first route; other
-features add theirs with :meth:`HttpRouter.add`. An unknown path answers 404. The listener
-binds to loopback unless configured otherwise.
+``/metrics`` (the Prometheus exposition of the process's registry) is the first route,
+``/healthz`` and ``/readyz`` (:mod:`streamkm.runtime.health`) come next; other features add
+theirs with :meth:`HttpRouter.add`. An unknown path answers 404. The listener binds to
+loopback unless configured otherwise.
 
 Example
 -------
@@ -17,18 +18,21 @@ b'pong'
 from __future__ import annotations
 
 import gzip
+import json
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
 
 __all__ = ["HttpRequest", "HttpResponse", "Handler", "HttpRouter", "HttpServer",
-           "metrics_handler", "start_http_server"]
+           "WithoutCreated", "metrics_handler", "json_response", "start_http_server"]
 
 
 @dataclass(frozen=True)
@@ -88,18 +92,54 @@ class HttpRouter:
         return handler(request)
 
 
+_CREATED_TYPES = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
+
+
+class WithoutCreated:
+    """A view of a registry without the ``<name>_created`` samples of counters, histograms
+    and summaries (creation times of the series, useless next to
+    ``process_start_time_seconds`` and doubling the series count).
+
+    prometheus_client's ``disable_created_metrics()`` does the same for the whole process,
+    including the registries of an application that embeds streamkm; this view changes
+    only what the service's own listener serves.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        """The registry's metrics, ``_created`` samples left out."""
+        for metric in self._registry.collect():
+            if metric.type not in _CREATED_TYPES:
+                yield metric
+                continue
+            created = metric.name + "_created"
+            kept = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            kept.samples = [s for s in metric.samples if s.name != created]
+            yield kept
+
+
 def metrics_handler(registry: CollectorRegistry) -> Handler:
-    """The Prometheus exposition of ``registry`` (OpenMetrics when asked for, gzip when
-    accepted)."""
+    """The Prometheus exposition of ``registry`` without ``_created`` series (see
+    :class:`WithoutCreated`; OpenMetrics when asked for, gzip when accepted)."""
+    view = WithoutCreated(registry)
+
     def handle(request: HttpRequest) -> HttpResponse:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        body = encoder(registry)
+        body = encoder(view)  # type: ignore[arg-type]
         headers = {}
         if "gzip" in request.headers.get("accept-encoding", ""):
             body, headers = gzip.compress(body), {"Content-Encoding": "gzip"}
         return HttpResponse(200, body, content_type, headers)
 
     return handle
+
+
+def json_response(status: int, body: Any) -> HttpResponse:
+    """``body`` as a JSON response (never cached)."""
+    return HttpResponse(status, (json.dumps(body, sort_keys=True) + "\n").encode(),
+                        "application/json", {"Cache-Control": "no-store"})
 
 
 class _RequestHandler(BaseHTTPRequestHandler):

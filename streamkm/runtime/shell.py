@@ -1,13 +1,21 @@
 """The runtime shell: one loop for a single process and for a scale-out member.
 
 Read, decode, batch, hand the batch to the learner, write assignments, events and dead
-letters, count, checkpoint on the configured cadence; serve ``/metrics`` (and whatever routes
-other features add) and export the source lag. What "learning" means is the
+letters, count, checkpoint on the configured cadence; serve ``/metrics``, ``/healthz`` and
+``/readyz`` (:mod:`streamkm.runtime.health`; and whatever routes other features add) and
+export the source lag. What "learning" means is the
 :class:`~streamkm.runtime.learner.Learner` strategy's business.
 
 Lifecycle: :meth:`Runtime.start`, then :meth:`Runtime.run` until :meth:`Runtime.request_stop`
 (a signal handler or another thread); ``run`` finishes the current batch, writes a final
 checkpoint and closes everything.
+
+A batch's outputs and the periodic checkpoints are written through an
+:class:`~streamkm.runtime.io_guard.IoGuard`: when the file system refuses a write, ingestion
+pauses and the batch's output is retried whole (after taking back what the failed attempt
+wrote) until it succeeds; a stop requested meanwhile gives the batch up without a final
+checkpoint, so the next start resumes from the last checkpoint (the model never keeps a
+batch whose outputs are not written). ``Runtime.io_health`` tells readiness checks.
 """
 
 from __future__ import annotations
@@ -21,9 +29,11 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from streamkm.decoding import RejectReason
-from streamkm.exceptions import CheckpointError, ParameterError
+from streamkm.exceptions import CheckpointError, ParameterError, StorageError
 from streamkm.logs import log_event
+from streamkm.runtime.health import HealthChecks, install_health
 from streamkm.runtime.http import HttpRouter, HttpServer, metrics_handler, start_http_server
+from streamkm.runtime.io_guard import IoGuard, IoHealth
 from streamkm.runtime.learner import Learned, Learner, RuntimeHook
 from streamkm.runtime.status import ServiceStatus
 from streamkm.service.batcher import Batch, Batcher
@@ -64,7 +74,10 @@ class Runtime:
     metrics : ServiceMetrics
         The process's Prometheus metrics.
     router : HttpRouter
-        The HTTP routes (``/metrics``); add routes before :meth:`start`.
+        The HTTP routes (``/metrics``, ``/healthz``, ``/readyz``); add routes before
+        :meth:`start`.
+    health : HealthChecks
+        Liveness clock and readiness checks (register more with ``health.register``).
     http_server : HttpServer or None
         The listener once started (``metrics_server`` is the same object).
     """
@@ -86,6 +99,8 @@ class Runtime:
         self.router.add("/metrics", metrics_handler(self.metrics.registry))
         self.http_server: HttpServer | None = None
         self.hooks: list[RuntimeHook] = []
+        self.last_checkpoint_error: str | None = None
+        self.health: HealthChecks = install_health(self)
         self.parts: dict[str, SourcePartition] = {}
         self.source: Source | None = source
         self.dynamic: DynamicSource | None = None
@@ -98,12 +113,27 @@ class Runtime:
         self._last_checkpoint_time = time.monotonic()
         self._dirty = False
         self._started = False
+        #: Pauses and retries writes the file system refuses (see :attr:`io_health`).
+        self.io_guard = IoGuard(self.metrics, self.wait_stop)
+        self._batch_given_up = False  # stop requested while its outputs were refused
+        self.health.register("outputs", self._check_outputs)
         learner.attach(self)
 
     @property
     def metrics_server(self) -> HttpServer | None:
         """The HTTP listener (``url`` is the scrape URL)."""
         return self.http_server
+
+    @property
+    def io_health(self) -> IoHealth:
+        """Whether outputs and checkpoints can be written (``ok``, ``detail``): ``ok`` is
+        ``False`` while ingestion is paused on a refused write."""
+        return self.io_guard.health
+
+    def _check_outputs(self) -> tuple[bool, str]:
+        """Readiness check ``outputs``: not paused on a write the file system refuses."""
+        health = self.io_health
+        return health.ok, health.detail
 
     @property
     def model(self) -> Any:
@@ -122,6 +152,7 @@ class Runtime:
 
     def wait_stop(self, seconds: float) -> bool:
         """Sleep up to ``seconds`` unless a stop is requested; True once it is."""
+        self.health.beat()  # waiting (to retry, for input) is progress, not a stall
         return self._stop.wait(seconds)
 
     @property
@@ -214,6 +245,7 @@ class Runtime:
         assert self.batcher is not None
         try:
             while not self._stop.is_set():
+                self.health.beat()
                 self.learner.tick()
                 batch = self.batcher.collect(min_valid=self.learner.min_valid(),
                                              wait=self._wait)
@@ -236,6 +268,12 @@ class Runtime:
         if not self._started:
             return
         self._started = False
+        if self._batch_given_up:
+            # The model learned a batch whose outputs were never written: checkpointing it
+            # would lose them. The next start resumes from the last checkpoint instead.
+            final_checkpoint = False
+            log_event(_log, "warning", "stopped_while_stalled", step=self.status.step,
+                      target=self.io_health.target, error=self.io_health.error)
         try:
             if final_checkpoint and self.learner.finish() and self._dirty:
                 self.checkpoint(reason="shutdown")
@@ -254,6 +292,7 @@ class Runtime:
     # ------------------------------------------------------------------ partitions
 
     def _wait(self, seconds: float) -> bool:
+        self.health.beat()
         self.learner.tick()
         if self.dynamic is None:
             return self._stop.wait(seconds)
@@ -293,33 +332,32 @@ class Runtime:
         part = self.parts.pop(key, None)
         if part is not None:
             part.close()
-        try:
-            self.metrics.source_lag.remove(key)
-        except KeyError:
-            pass
+        self.metrics.remove_source_lag(key)
 
     def _update_lag(self) -> None:
         for key, part in self.parts.items():
             lag = part.lag()
             if lag is not None:
-                self.metrics.source_lag.labels(partition=key).set(lag)
+                self.metrics.source_lag(part.lag_unit).labels(partition=key).set(lag)
 
     # ------------------------------------------------------------------ batches
 
     def process(self, batch: Batch) -> None:
-        """Hand ``batch`` to the learner and write its assignments, events and dead letters."""
+        """Hand ``batch`` to the learner and write its assignments, events and dead letters
+        (paused and retried while the file system refuses them)."""
         assert self.sinks is not None
         t0 = time.perf_counter()
         learned = self.learner.learn(batch)
         t_sinks = time.perf_counter()
         self.status.model_seconds += t_sinks - t0
+        events = [dict(event) for event in learned.events]
         self.sinks.begin_batch(batch.records, batch.rejections)
-        for entry in learned.side_events:
-            self.sinks.write_event(entry)
-        self.write_assignments(batch, learned)
-        self.record_events(learned.events)
-        rejected = self.sinks.write_dead_letters(batch.rejections)
-        self.sinks.flush()
+        rejected = self._write_batch_outputs(batch, learned, events)
+        if rejected is None:  # stop requested while stalled: the batch is given up
+            self._batch_given_up = True
+            return
+        self._set_objective(learned)
+        self._count_events(events)
         self.status.sink_seconds += time.perf_counter() - t_sinks
         self.status.count_batch(batch, rejected, self.metrics)
         self.learner.processed(batch)
@@ -328,30 +366,75 @@ class Runtime:
         self.learner.refresh_status()
         self.metrics.batch_processing_seconds.observe(time.perf_counter() - t0)
         if rejected:
-            log_event(_log, "debug", "records_rejected", count=len(batch.rejections),
+            log_event(_log, "debug", "records_rejected", count=sum(rejected.values()),
                       reasons=rejected)
         for hook in self.hooks:
             hook.on_batch(self, batch, learned)
 
-    def write_assignments(self, batch: Batch, learned: Learned) -> None:
-        """Write the batch's assignments (if ``learned`` has them) and its objective."""
+    def _write_batch_outputs(self, batch: Batch, learned: Learned,
+                             events: list[dict[str, Any]]) -> dict[str, int] | None:
+        """Write and flush every output of one batch as one retried attempt; the dead
+        letters written by reason, or ``None`` if a stop came while the writes were
+        refused (then nothing of the batch stays in the files)."""
+        sinks = self.sinks
+        assert sinks is not None
+        marks = sinks.positions()
+        rejected: dict[str, int] = {}
+
+        def attempt() -> None:
+            sinks.rollback(marks)  # what a refused attempt left behind
+            for entry in learned.side_events:
+                sinks.write_event(entry)
+            failed = self._write_assignment_rows(batch, learned)
+            for entry in events:
+                sinks.write_event(entry)
+            rejected.clear()
+            rejected.update(sinks.write_dead_letters([*batch.rejections, *failed]))
+            sinks.flush()
+
+        if self.io_guard.run(attempt, undo=lambda: sinks.rollback(marks)):
+            return rejected
+        return None
+
+    def _write_assignment_rows(self, batch: Batch, learned: Learned) -> list[Any]:
+        """Write the batch's assignments; the ``output_error`` rejections of rows the sink
+        could not write (record-level errors)."""
         assert self.sinks is not None
-        if learned.cluster_ids is not None:
-            assert learned.step is not None
-            self.sinks.write_assignments(batch.records, batch.ids, learned.cluster_ids,
-                                         learned.sq_distances, learned.step)
+        if learned.cluster_ids is None:
+            return []
+        assert learned.step is not None
+        return self.sinks.write_assignments(batch.records, batch.ids, learned.cluster_ids,
+                                            learned.sq_distances, learned.step)
+
+    def _set_objective(self, learned: Learned) -> None:
         if learned.objective is not None:
             self.status.objective = float(learned.objective)
             self.metrics.batch_objective.set(learned.objective)
+
+    def write_assignments(self, batch: Batch, learned: Learned) -> None:
+        """Write the batch's assignments (if ``learned`` has them) and its objective; a row
+        the sink cannot write is dead-lettered (``output_error``) and counted."""
+        assert self.sinks is not None
+        failed = self._write_assignment_rows(batch, learned)
+        if failed:
+            self.status.count_rejected(self.sinks.write_dead_letters(failed), self.metrics)
+        self._set_objective(learned)
 
     def record_events(self, events: tuple[dict[str, Any], ...] | list[dict[str, Any]],
                       **extra: Any) -> None:
         """Count, write and log lifecycle events (``converged``, ``woke``, ``split``,
         ``merge``); ``extra`` fields are added to the written entries."""
         assert self.sinks is not None
+        entries = [{**event, **extra} for event in events]
+        for entry in entries:
+            self.sinks.write_event(entry)
+        self._count_events(entries)
+
+    def _count_events(self, entries: list[dict[str, Any]]) -> None:
+        """Count, log and report written lifecycle events."""
         m = self.metrics
-        for event in events:
-            kind = event["event"]
+        for entry in entries:
+            kind = entry["event"]
             if kind in ("converged", "woke"):
                 m.model_transitions.labels(kind=kind).inc()
             elif kind == "split":
@@ -361,9 +444,7 @@ class Runtime:
                 m.cluster_merges.inc()
                 self.status.cluster_merges += 1
             if kind in ("split", "merge"):
-                self.status.cluster_events.append(dict(event))
-            entry = {**event, **extra}
-            self.sinks.write_event(entry)
+                self.status.cluster_events.append(dict(entry))
             name = "model_" + kind if kind in ("converged", "woke") else "cluster_" + kind
             log_event(_log, "info", name, **{k: v for k, v in entry.items() if k != "event"})
             for hook in self.hooks:
@@ -391,12 +472,25 @@ class Runtime:
         due_time = (cfg.every_seconds is not None
                     and time.monotonic() - self._last_checkpoint_time >= cfg.every_seconds)
         if due_batches or due_time:
-            self.checkpoint(reason="batches" if due_batches else "interval")
+            reason = "batches" if due_batches else "interval"
+            # A refused write pauses ingestion until the checkpoint is written (or a stop).
+            self.io_guard.run(lambda: self._checkpoint_once(reason))
 
     def checkpoint(self, *, reason: str = "manual") -> bool:
         """Sync the sinks and write one checkpoint of the learner's state; ``False`` (logged,
         counted) on failure or when the learner cannot checkpoint now."""
+        try:
+            return self._checkpoint_once(reason)
+        except StorageError as exc:
+            log_event(_log, "error", "checkpoint_failed", reason=reason, error=str(exc))
+            return False
+
+    def _checkpoint_once(self, reason: str) -> bool:
+        """:meth:`checkpoint`, raising :class:`StorageError` (counted, not logged) when the
+        file system refuses the sinks' sync or the checkpoint file."""
         assert self.store is not None and self.sinks is not None
+        if self._batch_given_up:  # the model holds a batch whose outputs are not written
+            return False
         content = self.learner.checkpoint_content()
         if content is None:
             self._last_checkpoint_time = time.monotonic()
@@ -416,10 +510,13 @@ class Runtime:
                 extra=content.extra, **content.sketch)
         except (CheckpointError, OSError) as exc:
             m.checkpoint_failures.inc()
-            log_event(_log, "error", "checkpoint_failed", reason=reason, error=str(exc))
+            self.last_checkpoint_error = str(exc)
             self._last_checkpoint_time = time.monotonic()
             for hook in self.hooks:
                 hook.on_checkpoint(self, reason, False)
+            if isinstance(exc, StorageError):
+                raise
+            log_event(_log, "error", "checkpoint_failed", reason=reason, error=str(exc))
             return False
         seconds = time.perf_counter() - t0
         m.checkpoint_duration_seconds.observe(seconds)

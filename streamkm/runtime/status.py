@@ -6,6 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamkm._rejection import RejectReason
 from streamkm.service.batcher import Batch
 from streamkm.service.metrics import ServiceMetrics
 
@@ -39,20 +40,28 @@ class ServiceStatus:
                     ) -> None:
         """Add a processed batch to the status and the metrics.
 
-        ``rejected`` holds the batch's dead-lettered records by reason.
+        ``rejected`` holds the batch's dead-lettered records by reason: the decoder's
+        rejections and the valid records whose assignment could not be written
+        (``output_error``: learned by the model, yet counted as rejected, not accepted, so
+        that read = accepted + rejected and accepted = assignments written).
         """
-        for reason, n in rejected.items():
-            metrics.records_rejected.labels(reason=reason).inc(n)
-            self.rejected_by_reason[reason] = self.rejected_by_reason.get(reason, 0) + n
-        self.records_rejected += len(batch.rejections)
+        self.count_rejected(rejected, metrics)
+        accepted = batch.n_valid - rejected.get(RejectReason.OUTPUT_ERROR.value, 0)
         self.records_read += batch.n_read
-        self.records_accepted += batch.n_valid
+        self.records_accepted += accepted
         self.batches += 1
         self.read_seconds += batch.read_seconds
         self.decode_seconds += batch.decode_seconds
         metrics.records_read.inc(batch.n_read)
-        metrics.records_accepted.inc(batch.n_valid)
+        metrics.records_accepted.inc(accepted)
         metrics.batches.inc()
+
+    def count_rejected(self, rejected: dict[str, int], metrics: ServiceMetrics) -> None:
+        """Add dead-lettered records (by reason) to the status and the metrics."""
+        for reason, n in rejected.items():
+            metrics.records_rejected.labels(reason=reason).inc(n)
+            self.rejected_by_reason[reason] = self.rejected_by_reason.get(reason, 0) + n
+            self.records_rejected += n
 
     def restore_counters(self, counters: dict[str, Any]) -> None:
         """Continue the counts saved in a checkpoint (see :meth:`counters`)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from streamkm._sparse import is_sparse
 from streamkm.logs import log_event
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.compress import subsample_per_cluster
@@ -139,11 +140,16 @@ class PartitionFences:
 
     def send_updates(self, batch: Batch, row_parts: list[str], labels: np.ndarray,
                      sq_distances: np.ndarray | None, k: int, cap: int, model_version: int,
-                     rng: np.random.Generator, updates: UpdatesSender) -> int:
+                     rng: np.random.Generator, updates: UpdatesSender, *,
+                     features: np.ndarray | None = None, sketch_epoch: int = 0) -> int:
         """Send one update per owned partition whose range ``batch`` advanced: its rows
         (``row_parts``: each row's partition) subsampled to ``cap`` per cluster of ``labels``
         (``k`` clusters) with multiplicities; returns how many were queued. A send that is
-        not queued or fails later re-fences the partition (:meth:`outcomes`)."""
+        not queued or fails later re-fences the partition (:meth:`outcomes`).
+
+        ``features``: the batch's rows projected with sketch ``sketch_epoch`` (the epoch of
+        ``model_version``): the update then carries them and the raw rows beside them, all
+        of one epoch."""
         n, x = batch.n_valid, batch.X
         parts = np.array(row_parts, dtype=object)
         sent = 0
@@ -155,9 +161,12 @@ class PartitionFences:
             rows, mult = subsample_per_cluster(labels[idx], k, cap, rng)
             chosen = idx[rows]
             token = self.tokens[key]
+            raw = x[chosen] if is_sparse(x) else np.ascontiguousarray(x[chosen])
             update = ModelUpdate(
                 partition=key, start=start, end=int(end), token=token, worker=self.member,
-                model_version=model_version, rows=np.ascontiguousarray(x[chosen]),
+                model_version=model_version,
+                rows=raw if features is None else np.ascontiguousarray(features[chosen]),
+                raw=None if features is None else raw, sketch_epoch=sketch_epoch,
                 multiplicities=mult,
                 objective_sum=0.0 if sq_distances is None else float(sq_distances[idx].sum()))
             try:

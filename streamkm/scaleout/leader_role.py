@@ -18,7 +18,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamkm.exceptions import StateError
 from streamkm.logs import log_event
@@ -34,6 +34,7 @@ from streamkm.scaleout.transport import (
     UpdatesSender,
 )
 from streamkm.service.config import ServiceConfig
+from streamkm.service.sketching import ServiceSketching
 from streamkm.service.wiring import build_model
 
 if TYPE_CHECKING:
@@ -102,9 +103,13 @@ class LeaderRole:
         self.member = member
         self.stats = stats
         cfg = config
+        sketching = ServiceSketching(cfg, runtime.metrics)
         self.leader = MergeLeader(
-            lambda: build_model(cfg.model, cfg.batching.batch_size, cfg.drift.estimator_drift()),
-            init_records=cfg.batching.batch_size, start=start, member=member)
+            lambda: sketching.wrap(build_model(cfg.model, cfg.batching.batch_size,
+                                               cfg.drift.estimator_drift())),
+            init_records=max(cfg.batching.batch_size, sketching.min_first_batch), start=start,
+            member=member, stepper=lambda model, x, w, f: sketching.step(
+                model, x, sample_weight=w, features=f))
         self.updates_reader: UpdatesReader | None = None
         self.publisher: ModelPublisher | None = None
         self.backoff = backoff
@@ -230,12 +235,25 @@ class LeaderRole:
             behind = sum(1 for v in self.published
                          if v > message.model_version)  # type: ignore[union-attr]
             sm.model_versions_behind.set(behind)
+            if outcome.reprojected:
+                sm.updates_reprojected.inc()
+            for event in outcome.side_events:  # re-sketches: written once, by the leader
+                self._write_side_event({**event, "leader": self.member,
+                                        "version": self.version})
             if outcome.report is not None:
-                self._runtime.record_events(outcome.report.events, leader=self.member)
+                self._runtime.record_events(outcome.report.events, leader=self.member,
+                                            version=self.version)
         else:
             sm.updates_dropped.labels(reason=outcome.verdict).inc()
             log_event(_log, "info", "scaleout_update_dropped", reason=outcome.verdict,
                       offset=offset, partition=message.partition)
+
+    def _write_side_event(self, event: dict[str, Any]) -> None:
+        runtime = self._runtime
+        assert runtime.sinks is not None
+        runtime.sinks.write_event(event)
+        for hook in runtime.hooks:
+            hook.on_event(runtime, event)
 
     def publish(self) -> None:
         """Hand the current version to the publisher (one publication in flight at a time;

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from streamkm._raw_rows import raw_from_arrays, raw_to_arrays
+from streamkm._sparse import is_sparse
 from streamkm.exceptions import StateError
 from streamkm.state_io import decode_npz_bytes, encode_npz_bytes
 
@@ -38,11 +40,18 @@ class ModelUpdate:
     model_version : int
         Version of the global model the rows were assigned with (-1: no model yet).
     sketch_epoch : int
-        Sketch epoch of that model (0 without sketching).
-    rows : ndarray of shape (m, d)
-        A per-cluster subsample of the valid rows (at most ``tau`` per cluster).
+        Sketch epoch of that model (0 without sketching); the epoch ``rows`` are projected
+        with when ``raw`` is given. One update never mixes epochs: it is built from one batch,
+        assigned and projected with one model version.
+    rows : ndarray of shape (m, d) or CSR matrix
+        A per-cluster subsample of the valid rows (at most ``tau`` per cluster): the records
+        themselves (dense, or CSR for sparse records), or, when ``raw`` is given, their sketch.
     multiplicities : ndarray of shape (m,), int64
         Records each row stands for; they sum to the valid records of the range.
+    raw : ndarray or CSR matrix of shape (m, D), optional
+        With sketching: the raw records of ``rows`` (the engine keeps its support rows' raw
+        versions, the leader's re-sketch reservoir samples them, and the leader re-projects
+        them when ``sketch_epoch`` is no longer current).
     objective_sum : float
         Sum over the range's valid records of the squared distance to the assigned center
         under ``model_version`` (0 without a model).
@@ -58,6 +67,7 @@ class ModelUpdate:
     multiplicities: np.ndarray
     sketch_epoch: int = 0
     objective_sum: float = 0.0
+    raw: Any = None
 
     @property
     def n_records(self) -> int:
@@ -114,16 +124,21 @@ def encode_message(message: Message) -> bytes:
                 "after_epoch": int(message.after_epoch)}
     else:
         mult = np.asarray(message.multiplicities, dtype=np.int64)
-        rows = np.ascontiguousarray(message.rows)
-        if rows.ndim != 2 or rows.shape[0] != mult.shape[0]:
-            raise StateError(f"update rows {rows.shape!r} do not match multiplicities "
-                             f"{mult.shape!r}")
+        rows = message.rows if is_sparse(message.rows) else np.ascontiguousarray(message.rows)
+        raw = message.raw
+        if rows.ndim != 2 or rows.shape[0] != mult.shape[0] or (
+                raw is not None and raw.shape[0] != mult.shape[0]):
+            raise StateError(f"update rows {rows.shape!r} (raw "
+                             f"{None if raw is None else raw.shape!r}) do not match "
+                             f"multiplicities {mult.shape!r}")
         meta = {"kind": "update", "partition": message.partition, "start": int(message.start),
                 "end": int(message.end), "token": message.token, "worker": message.worker,
                 "model_version": int(message.model_version),
                 "sketch_epoch": int(message.sketch_epoch),
                 "objective_sum": float(message.objective_sum)}
-        arrays = {"rows": rows, "multiplicities": mult}
+        arrays = {**raw_to_arrays(rows, "rows"), "multiplicities": mult}
+        if raw is not None:
+            arrays.update(raw_to_arrays(raw, "raw"))
     meta.update(format=MESSAGE_FORMAT, format_version=MESSAGE_VERSION)
     return encode_npz_bytes(arrays, meta)
 
@@ -152,11 +167,17 @@ def decode_message(data: bytes) -> Message:
         update = ModelUpdate(
             partition=str(meta["partition"]), start=int(meta["start"]), end=int(meta["end"]),
             token=str(meta["token"]), worker=str(meta["worker"]),
-            model_version=int(meta["model_version"]), rows=arrays["rows"],
+            model_version=int(meta["model_version"]), rows=raw_from_arrays(arrays, "rows"),
             multiplicities=arrays["multiplicities"].astype(np.int64),
-            sketch_epoch=int(meta["sketch_epoch"]), objective_sum=float(meta["objective_sum"]))
-    except KeyError as exc:
-        raise StateError(f"scale-out message lacks {exc.args[0]!r}") from None
+            sketch_epoch=int(meta["sketch_epoch"]), objective_sum=float(meta["objective_sum"]),
+            raw=raw_from_arrays(arrays, "raw"))
+    except (KeyError, ValueError) as exc:
+        raise StateError(f"scale-out message lacks or mangles {exc.args[0]!r}") from None
+    if update.rows is None:
+        raise StateError(f"scale-out update for {update.partition!r} has no rows")
+    if update.raw is not None and update.raw.shape[0] != update.rows.shape[0]:
+        raise StateError(f"inconsistent update for {update.partition!r}: "
+                         f"{update.rows.shape[0]} rows, {update.raw.shape[0]} raw rows")
     if update.end < update.start or update.rows.shape[0] != update.multiplicities.shape[0] or (
             update.multiplicities.size and update.multiplicities.min() < 1):
         raise StateError(f"inconsistent update for {update.partition!r}: range "

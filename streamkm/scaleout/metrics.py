@@ -39,6 +39,10 @@ class ScaleoutMetrics:
             "streamkm_updates_dropped",
             "Update messages the leader dropped, by reason (stale_generation, duplicate, "
             "gap, corrupt).", ["reason"], registry=r)
+        self.updates_reprojected = Counter(
+            "streamkm_updates_reprojected",
+            "Updates the leader applied after re-projecting their raw rows: they were "
+            "projected with an older sketch epoch (sketching only).", registry=r)
         self.versions_published = Counter(
             "streamkm_model_versions_published", "Model versions this process published.",
             registry=r)

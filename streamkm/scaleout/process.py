@@ -43,6 +43,26 @@ class ScaleoutService(Runtime):
         super().__init__(config, ScaleoutWorker(config, transport), registry=registry,
                          serve_metrics=serve_metrics)
         self.cluster_view = install_cluster_view(self)  # this member's records, global model
+        self.health.register("model", self._model_readiness)
+        self.health.register("scaleout_broker", self._broker_readiness)
+
+    def _model_readiness(self) -> tuple[bool, str]:
+        """Ready once a version of the group's model was adopted (workers assign with it)."""
+        version = self.learner.model_version
+        if version < 0:
+            return False, "no model version adopted yet (reading the model topic)"
+        if self.learner.model is None:
+            return False, (f"model version {version} adopted but it has no centers yet (the "
+                           f"leader initialises them from the first records)")
+        return True, f"model version {version} adopted, {self.status.clusters} clusters"
+
+    def _broker_readiness(self) -> tuple[bool, str]:
+        """The updates producer and model reader reach the broker (the scale-out probe)."""
+        connected = self.learner.link.connected
+        if connected:
+            return True, "updates producer and model reader connected"
+        return False, ("the updates producer or the model reader has no broker connection"
+                       if connected is False else "not connected to the broker yet")
 
     @property
     def member(self) -> str:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streamkm import registry
+from streamkm._sparse import is_sparse
 from streamkm.cluster import MiniBatchKernelKMeans
 from streamkm.exceptions import StateError
 from streamkm.logs import log_event
@@ -46,6 +47,7 @@ from streamkm.scaleout.transport import ScaleoutTransport
 from streamkm.service.batcher import Batch
 from streamkm.service.checkpoint import Checkpoint
 from streamkm.service.config import ServiceConfig
+from streamkm.sketch import SketchedKernelKMeans
 
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime
@@ -77,10 +79,11 @@ class ScaleoutWorker:
         self.transport = transport
         self._rng = np.random.default_rng(uuid.uuid4().int & (2**63 - 1))
         # the global model as adopted from the model topic
-        self.model: MiniBatchKernelKMeans | None = None
+        self.model: MiniBatchKernelKMeans | SketchedKernelKMeans | None = None
         self.model_version = -1
         self._latest_version_data: tuple[int, bytes] | None = None
         self._adopted_version: ModelVersion | None = None
+        self._sketch_epoch: int | None = None
         self.last_sent_version = -1
         self._unassigned: deque[Batch] = deque()
         self.leader: LeaderRole | None = None
@@ -252,10 +255,12 @@ class ScaleoutWorker:
             return
         self._latest_version_data = None
         version = ModelVersion.from_bytes(latest[1])
+        previous = self.model_version
         self.model = version.build_model()
         self.model_version = version.version
         self._adopted_version = version
         self.metrics.model_version.set(self.model_version)
+        self._announce(version, previous)
         if self.leader is None:
             self.metrics.model_versions_behind.set(0)
         self.refresh_status()
@@ -266,6 +271,24 @@ class ScaleoutWorker:
                 batch = self._unassigned.popleft()
                 runtime.write_assignments(batch, self._assign(batch.X)[0])
             runtime.sinks.flush()  # type: ignore[union-attr]
+
+    def _announce(self, version: ModelVersion, previous: int) -> None:
+        """Log the split / merge events the leader made since the version adopted before
+        (written to the events sink once, by the leader) and the sketch epoch change; from
+        now on every assignment of this member uses the new stable ids and sketch."""
+        news = [e for e in version.cluster_events if int(e["version"]) > previous]
+        if news:
+            log_event(_log, "info", "scaleout_clusters_changed", member=self.member,
+                      model_version=version.version, events=news,
+                      cluster_ids=[int(i) for i in self._engine().cluster_ids_])
+        epoch = version.sketch_epoch
+        if epoch is not None and epoch != self._sketch_epoch:
+            if self._sketch_epoch is not None:
+                log_event(_log, "info", "scaleout_sketch_adopted", member=self.member,
+                          model_version=version.version, sketch_epoch=epoch,
+                          previous_epoch=self._sketch_epoch)
+            self._sketch_epoch = epoch
+            self.runtime.metrics.sketch_epoch.set(epoch)
 
     def _confirm_fences(self, version: ModelVersion) -> None:
         confirmed = self.fences.confirm(version.ledger)
@@ -336,32 +359,49 @@ class ScaleoutWorker:
     def accepts(self, batch: Batch) -> bool:
         return True
 
-    def _assign(self, x: np.ndarray) -> tuple[Learned, np.ndarray]:
-        """The batch's clusters and squared distances under the adopted model, and the
-        rows' cluster positions."""
-        assert self.model is not None
-        dist = self.model.transform(x)
+    def _engine(self) -> MiniBatchKernelKMeans:
+        """The adopted model's engine (inside the sketch pipeline with sketching)."""
+        model = self.model
+        assert model is not None
+        return model.model_ if isinstance(model, SketchedKernelKMeans) else model
+
+    def _assign(self, x: Any) -> tuple[Learned, np.ndarray, np.ndarray | None]:
+        """The batch's clusters and squared distances under the adopted model (stable ids,
+        the version's sketch), the rows' cluster positions and, with sketching, the rows'
+        sketch (what the updates carry)."""
+        model = self.model
+        assert model is not None
+        features = None
+        if isinstance(model, SketchedKernelKMeans):
+            features = model.sketch(x)
+            dist = model.model_.transform(features)
+        else:
+            dist = model.transform(x.toarray() if is_sparse(x) else x)
         labels = np.argmin(dist, axis=1).astype(np.int64)
         mind = dist[np.arange(x.shape[0]), labels]
-        return Learned(cluster_ids=self.model.cluster_ids_[labels], sq_distances=mind,
-                       step=self.model_version, objective=float(mind.mean())), labels
+        return Learned(cluster_ids=self._engine().cluster_ids_[labels], sq_distances=mind,
+                       step=self.model_version, objective=float(mind.mean())), labels, features
 
     def learn(self, batch: Batch) -> Learned:
         """Assign the batch (or hold it until the first model version) and send one update
         per partition range it covers."""
         t0 = time.perf_counter()
         n, model = batch.n_valid, self.model
+        features, epoch = None, 0
         if model is not None and n:
-            learned, labels = self._assign(batch.X)
-            k, cap = int(model.n_clusters_), int(model.tau)
-        else:
+            learned, labels, features = self._assign(batch.X)
+            engine = self._engine()
+            k, cap = int(engine.n_clusters_), int(engine.tau)
+            epoch = int(getattr(model, "sketch_epoch_", 0))
+        else:  # raw rows, no sketch yet: the leader initialises the model (and sketch)
             learned, labels = Learned(), np.zeros(n, dtype=np.int64)
             k, cap = 1, int(self.config.model.n_clusters * (self.config.model.tau or 200))
         t1 = time.perf_counter()
         assert self.link.updates is not None and self.transport is not None
         row_parts = [self.transport.part_key(r.position) for r in batch.records]
         sent = self.fences.send_updates(batch, row_parts, labels, learned.sq_distances, k, cap,
-                                        self.model_version, self._rng, self.link.updates)
+                                        self.model_version, self._rng, self.link.updates,
+                                        features=features, sketch_epoch=epoch)
         if sent:
             self.metrics.updates_sent.inc(sent)
             self.last_sent_version = self.model_version

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from streamkm._version import __version__
-from streamkm.exceptions import CheckpointError, StateError
+from streamkm.exceptions import CheckpointError, StateError, StorageError, StreamkmError
 from streamkm.logs import log_event
 from streamkm.state_io import MetaDigestMissing, read_npz, write_npz_atomic
 
@@ -246,8 +246,11 @@ class CheckpointStore:
 
         Raises
         ------
+        StorageError
+            The file system refused the write (full, read-only, I/O error): nothing is
+            replaced, the temp file is removed, the same call can be retried.
         CheckpointError
-            The file could not be written (nothing is replaced then).
+            The checkpoint could not be written for another reason (nothing is replaced).
         """
         sequence = self._next_sequence
         path = self.directory / f"checkpoint-{sequence:012d}.npz"
@@ -272,7 +275,11 @@ class CheckpointStore:
                            for name, arr in (sketch_arrays or {}).items()})
         try:
             write_npz_atomic(path, arrays, meta)
-        except (OSError, StateError, TypeError, ValueError) as exc:
+        except OSError as exc:
+            if isinstance(exc, StreamkmError):
+                raise CheckpointError(f"cannot write checkpoint {str(path)!r}: {exc}") from exc
+            raise StorageError("checkpoint", exc) from exc
+        except (StateError, TypeError, ValueError) as exc:
             raise CheckpointError(f"cannot write checkpoint {str(path)!r}: {exc}") from exc
         self._next_sequence = sequence + 1
         self.prune()

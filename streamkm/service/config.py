@@ -536,12 +536,6 @@ class ServiceConfig(_Section):
             if self.source.kind != "kafka":
                 raise ValueError(f"scaleout.enabled = true needs source.kind = 'kafka', got "
                                  f"{self.source.kind!r}")
-            if self.sketch.kind != "none":
-                raise ValueError(f"scaleout.enabled = true does not support sketching yet "
-                                 f"(sketch.kind = {self.sketch.kind!r})")
-            if self.decoding.format == "json_sparse":
-                raise ValueError("scaleout.enabled = true does not support "
-                                 "decoding.format = 'json_sparse' yet")
         return self
 
     @model_validator(mode="after")

@@ -30,7 +30,7 @@ import numpy as np
 
 from streamkm.service.config import ServiceConfig, config_from_mapping
 
-__all__ = ["DriftingStream", "StreamWriter", "StatusLine", "demo_config"]
+__all__ = ["DriftingStream", "StreamWriter", "StatusLine", "demo_config", "describe_event"]
 
 _BAD_LINES = (b'{"id": "bad", "x": [1.0', b'{"x": [NaN, 1.0]}', b'{"x": [1.0, 2.0, 3.0]}',
               b"\xff\xfe not utf-8", b'{"x": [1e300, 0.0]}')
@@ -133,6 +133,46 @@ class StreamWriter(threading.Thread):
                 self.written += count
 
 
+_MERGE_REASONS = {
+    "k_max": "more clusters than drift.k_max allows",
+    "redundant": "they had become one group",
+}
+
+
+def describe_event(event: dict[str, Any]) -> str | None:
+    """One sentence for a person about a lifecycle event of the model (``None`` for an
+    event kind this does not know).
+
+    Examples
+    --------
+    >>> describe_event({"event": "split", "cluster": 2, "into": [2, 4], "step": 310,
+    ...                 "sizes": [60, 52], "sse_reduction": 0.41})
+    'cluster 2 split into 2 and 4 at step 310 (two clusters fit its records with 41% less squared error)'
+    >>> describe_event({"event": "merge", "clusters": [1, 5], "into": 1, "step": 900,
+    ...                 "reason": "redundant"})
+    'clusters 1 and 5 merged into 1 at step 900 (they had become one group)'
+    """
+    kind, step = event.get("event"), event.get("step")
+    if kind == "split":
+        a, b = event["into"]
+        return (f"cluster {event['cluster']} split into {a} and {b} at step {step} "
+                f"(two clusters fit its records with {100 * event['sse_reduction']:.0f}% "
+                f"less squared error)")
+    if kind == "merge":
+        a, b = event["clusters"]
+        reason = _MERGE_REASONS.get(event.get("reason", ""), event.get("reason", ""))
+        return f"clusters {a} and {b} merged into {event['into']} at step {step} ({reason})"
+    if kind == "converged":
+        return f"model converged at step {step}: centers frozen, new records are only assigned"
+    if kind == "woke":
+        cause = "a cluster drifted" if event.get("cause") == "drift" else "the fit got worse"
+        return f"model woke up at step {step} ({cause}): learning again"
+    if kind == "resketched":
+        return (f"feature sketch refitted at step {step} (trigger: {event.get('trigger')}, "
+                f"sketch number {event.get('sketch_epoch')})")
+    return None
+
+
 class StatusLine(threading.Thread):
     """Rewrites one terminal line about once a second with the service's progress."""
 
@@ -146,11 +186,11 @@ class StatusLine(threading.Thread):
     def render(self, rate: float) -> str:
         """The status text for a measured ``rate`` (records per second)."""
         s = self.service.status
-        objective = "-" if s.objective is None else f"{s.objective:.4f}"
-        return (f"records/s {rate:7.0f} | accepted {s.records_accepted:9d} | "
-                f"rejected {s.records_rejected:5d} | objective {objective} | "
-                f"converged {'yes' if s.converged else 'no '} | clusters {s.clusters} | "
-                f"step {s.step}")
+        fit = "-" if s.objective is None else f"{s.objective:.4f}"
+        state = "converged (assigning only)" if s.converged else "learning"
+        return (f"{rate:6.0f} records/s | {s.records_accepted:9d} clustered, "
+                f"{s.records_rejected:4d} rejected | model {state}, {s.clusters} clusters, "
+                f"step {s.step} | mean squared distance to centers {fit}")
 
     def new_cluster_events(self) -> list[str]:
         """One text line per split / merge since the last call."""
@@ -160,14 +200,9 @@ class StatusLine(threading.Thread):
         self._events_shown = total
         lines = []
         for event in list(s.cluster_events)[len(s.cluster_events) - fresh:]:
-            if event["event"] == "split":
-                a, b = event["into"]
-                lines.append(f"cluster split: {event['cluster']} -> {a}, {b} at step "
-                             f"{event['step']} (SSE -{100 * event['sse_reduction']:.0f}%)")
-            else:
-                a, b = event["clusters"]
-                lines.append(f"cluster merge: {a} + {b} -> {event['into']} at step "
-                             f"{event['step']} ({event['reason']})")
+            text = describe_event(event)
+            if text is not None:
+                lines.append(text)
         return lines
 
     def run(self) -> None:

@@ -2,19 +2,48 @@
 
 Every metric is documented in ``docs/metrics.md``. Labels are bounded: ``reason`` takes the
 values of :class:`streamkm.decoding.RejectReason`, ``kind`` is ``converged`` or ``woke``,
-``partition`` is one of the source's partitions (a fixed list per process).
+``partition`` is one of the source's partitions (a fixed list per process), ``target`` one of
+:data:`IO_TARGETS`.
+
+The registry also gets prometheus_client's process collector (``process_*``: memory, CPU,
+open files, start time) and platform collector (``python_info``), unless it already has them
+(an application's registry that carries them, like prometheus_client's default ``REGISTRY``).
+``_created`` series are left out by the service's ``/metrics`` handler
+(:func:`streamkm.runtime.http.metrics_handler`), not by
+``prometheus_client.disable_created_metrics()``, which is process-wide and would change the
+metrics of an application embedding streamkm.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 from streamkm._version import __version__
+from streamkm.exceptions import ParameterError
+from streamkm.sources import LAG_BYTES, LAG_RECORDS
 
-__all__ = ["ServiceMetrics", "KafkaMetrics"]
+__all__ = ["ServiceMetrics", "KafkaMetrics", "IO_TARGETS"]
+
+#: Values of the ``target`` label of ``streamkm_io_errors_total``: the output files and the
+#: checkpoint folder.
+IO_TARGETS = ("assignments", "events", "dead_letter", "checkpoint")
 
 _BATCH_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                           2.5, 5.0, 10.0)
+_LAG_HELP = {
+    LAG_BYTES: "Bytes not yet read, per file source partition (path or pattern), a trailing "
+               "incomplete line included.",
+    LAG_RECORDS: "Messages not yet read, per Kafka source partition (high watermark minus the "
+                 "next offset).",
+}
 _CHECKPOINT_SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                                5.0, 10.0, 30.0)
 
@@ -72,10 +101,7 @@ class ServiceMetrics:
         self.cluster_merges = Counter(
             "streamkm_cluster_merges",
             "Pairs of clusters merged by drift handling (smallest Ward cost).", registry=r)
-        self.source_lag = Gauge(
-            "streamkm_source_lag",
-            "Input not yet read, per source partition (bytes for files, messages for Kafka).",
-            ["partition"], registry=r)
+        self._source_lag: dict[str, Gauge] = {}
         self.checkpoint_duration_seconds = Histogram(
             "streamkm_checkpoint_duration_seconds",
             "Wall time to write one checkpoint (sink fsync included), in seconds.",
@@ -104,12 +130,59 @@ class ServiceMetrics:
             "rows), in seconds.", buckets=_CHECKPOINT_SECONDS_BUCKETS, registry=r)
         for trigger in ("schedule", "drift"):
             self.resketches.labels(trigger=trigger)
+        self.io_errors = Counter(
+            "streamkm_io_errors",
+            "Writes of an output file or a checkpoint refused by the file system (disk full, "
+            "quota, read-only, I/O error), by target; every failed attempt counts.",
+            ["target"], registry=r)
+        for target in IO_TARGETS:
+            self.io_errors.labels(target=target)
+        self.io_stalled = Gauge(
+            "streamkm_io_stalled",
+            "1 while ingestion is paused because an output file or a checkpoint cannot be "
+            "written (retried with backoff until it succeeds), else 0.", registry=r)
         self._kafka: KafkaMetrics | None = None
         self.build_info = Info(
             "streamkm_build", "Version of streamkm running.", registry=r)
         self.build_info.info({"version": __version__})
         for kind in ("converged", "woke"):
             self.model_transitions.labels(kind=kind)
+        self._add_process_collectors()
+
+    def _add_process_collectors(self) -> None:
+        """prometheus_client's process and platform collectors, unless the registry has them
+        (a registry only detects duplicates itself with ``auto_describe``: look first)."""
+        present = {metric.name for metric in self.registry.collect()}
+        for collector, name in ((ProcessCollector, "process_start_time_seconds"),
+                                (PlatformCollector, "python_info")):
+            if name in present:
+                continue
+            try:
+                collector(registry=self.registry)
+            except ValueError:  # "Duplicated timeseries": registered under other names
+                pass
+
+    def source_lag(self, unit: str) -> Gauge:
+        """``streamkm_source_lag_<unit>{partition}`` (``unit``: a partition's ``lag_unit``,
+        ``"bytes"`` or ``"records"``), registered on first use: a process exports only the
+        families of the sources it reads."""
+        gauge = self._source_lag.get(unit)
+        if gauge is None:
+            if unit not in _LAG_HELP:
+                raise ParameterError(f"unknown source lag unit {unit!r}, expected one of "
+                                     f"{sorted(_LAG_HELP)}")
+            gauge = Gauge(f"streamkm_source_lag_{unit}", _LAG_HELP[unit], ["partition"],
+                          registry=self.registry)
+            self._source_lag[unit] = gauge
+        return gauge
+
+    def remove_source_lag(self, partition: str) -> None:
+        """Stop exporting the lag of ``partition`` (given up, revoked)."""
+        for gauge in self._source_lag.values():
+            try:
+                gauge.remove(partition)
+            except KeyError:
+                pass
 
     @property
     def kafka(self) -> KafkaMetrics:

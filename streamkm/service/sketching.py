@@ -122,13 +122,20 @@ class ServiceSketching:
             model.resketch_every = self.config.resketch_every
         return model
 
-    def step(self, model: StreamModel, X: Any) -> tuple[StepReport, list[dict[str, Any]]]:
-        """Step ``model`` on the batch ``X``; return its report and the re-sketch events."""
+    def step(self, model: StreamModel, X: Any, *, sample_weight: Any = None,
+             features: Any = None) -> tuple[StepReport, list[dict[str, Any]]]:
+        """Step ``model`` on the batch ``X``; return its report and the re-sketch events.
+
+        ``sample_weight``: row multiplicities; ``features``: ``X`` already projected with
+        the model's current sketch (see :meth:`SketchedKernelKMeans.step`).
+        """
         if not isinstance(model, SketchedKernelKMeans):
             if is_sparse(X):
                 X = X.toarray()
-            return model.step(X), []
-        report = model.step(X)
+            if sample_weight is None:
+                return model.step(X), []
+            return model.step(X, sample_weight=sample_weight), []
+        report = model.step(X, sample_weight=sample_weight, features=features)
         events = []
         if model.resketched_:
             events.append(self._resketched(model, "schedule", report.step))

@@ -25,7 +25,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 
 from streamkm._estimator import SparseInputMixin, StreamkmEstimator
 from streamkm._version import __version__
-from streamkm.exceptions import NotFittedError, StateError
+from streamkm.exceptions import NotFittedError, StateError, ValidationError
 from streamkm.sketch._base import STATE_FORMAT_VERSION, BaseSketcher
 from streamkm._sparse import is_sparse
 from streamkm._sparse_input import check_sketch_input
@@ -218,7 +218,7 @@ class SketchedKernelKMeans(SparseInputMixin, ClassNamePrefixFeaturesOutMixin, Cl
         return x
 
     # ------------------------------------------------------------------ learning
-    def step(self, X: Any) -> Any:
+    def step(self, X: Any, *, sample_weight: Any = None, features: Any = None) -> Any:
         """Sketch the batch ``X``, step the engine on it, then apply the re-sketch policy.
 
         Parameters
@@ -227,6 +227,13 @@ class SketchedKernelKMeans(SparseInputMixin, ClassNamePrefixFeaturesOutMixin, Cl
             One batch; the first one fits the first sketch and initialises the engine (it
             needs at least ``n_clusters`` rows, and for ``ApproxSVD`` at least
             ``n_components``).
+        sample_weight : array-like of shape (n_samples,), optional
+            Positive integer multiplicity of each row (see
+            :meth:`MiniBatchKernelKMeans.step`); the reservoir is offered each row once.
+        features : ndarray of shape (n_samples, n_components_), optional
+            ``X`` already sketched with the current sketch (``sketcher_.transform(X)``,
+            computed elsewhere, e.g. by a scale-out worker holding the same sketch epoch);
+            ignored for the first batch.
 
         Returns
         -------
@@ -238,9 +245,16 @@ class SketchedKernelKMeans(SparseInputMixin, ClassNamePrefixFeaturesOutMixin, Cl
             x = X if self.__dict__.get("_rows_checked_by_fit", False) else self._validate_X(
                 X, reset=True, accept_sparse=True)
             self._start(x)
+            features = None
         else:
             x = self._as_raw(X)
-        report = self.model_.step(self.sketcher_.transform(x), raw=x)
+        if features is None:
+            features = self.sketcher_.transform(x)
+        elif features.shape != (x.shape[0], self.sketcher_.n_components_):
+            raise ValidationError(
+                f"features must have shape {(x.shape[0], self.sketcher_.n_components_)!r} "
+                f"(the rows of X in the current sketch), got {features.shape!r}")
+        report = self.model_.step(features, raw=x, sample_weight=sample_weight)
         self.reservoir_.add(x)
         self.n_batches_ += 1
         self.resketched_ = False

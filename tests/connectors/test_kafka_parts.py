@@ -237,6 +237,9 @@ def test_sinkset_writes_nothing_for_replayed_records() -> None:
         def __init__(self) -> None:
             self.entries: list[Any] = []
 
+        def position(self) -> dict[str, Any]:
+            return {"entries": len(self.entries)}
+
         def write_assignments(self, ids: Any, clusters: Any, sq: Any, step: int) -> None:
             self.entries.extend(zip(ids, clusters.tolist()))
 

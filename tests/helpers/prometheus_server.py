@@ -539,6 +539,10 @@ def substitute_grafana_variables(expr: str) -> str:
 
 #: Prefix of the metrics a service registers only when its source or sinks use Kafka.
 KAFKA_PREFIX = "streamkm_kafka_"
+#: The source lag of a Kafka source (records); only a Kafka-source service exports it.
+KAFKA_SOURCE_LAG = "streamkm_source_lag_records"
+#: Metrics only a file-source service exports: its lag in bytes.
+FILE_SOURCE_METRICS = frozenset({"streamkm_source_lag_bytes"})
 
 
 def scaleout_sample_names() -> frozenset[str]:
@@ -579,9 +583,11 @@ def row_panels(dashboard: dict[str, Any], title: str) -> list[dict[str, Any]]:
 
 
 def kafka_metrics_in_ops_files() -> set[str]:
-    """The Kafka-only metric names the dashboard and the alert rules reference."""
-    names = set(re.findall(r"\b" + KAFKA_PREFIX + r"\w+", DASHBOARD.read_text()))
-    return names | set(re.findall(r"\b" + KAFKA_PREFIX + r"\w+", RULES_FILE.read_text()))
+    """The Kafka-only metric names the dashboard and the alert rules reference (the Kafka
+    client metrics and the Kafka source's lag in records)."""
+    text = DASHBOARD.read_text() + RULES_FILE.read_text()
+    names = set(re.findall(r"\b" + KAFKA_PREFIX + r"\w+", text))
+    return names | ({KAFKA_SOURCE_LAG} & set(re.findall(r"\bstreamkm_\w+", text)))
 
 
 def dashboard_query_problems(prometheus: PrometheusServer, exported: set[str],

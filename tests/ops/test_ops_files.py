@@ -161,7 +161,8 @@ def test_dashboard_covers_the_required_views() -> None:
     for needle in ["rate(streamkm_records_accepted_total", "sum by (reason) (rate("
                    "streamkm_records_rejected_total", "histogram_quantile(0.99, sum by (le) "
                    "(rate(streamkm_batch_processing_seconds_bucket", "streamkm_batch_objective",
-                   "streamkm_model_converged", "streamkm_clusters", "streamkm_source_lag",
+                   "streamkm_model_converged", "streamkm_clusters", "streamkm_source_lag_bytes{",
+                   "streamkm_source_lag_records{",
                    "time() - streamkm_checkpoint_last_success_timestamp_seconds",
                    "increase(streamkm_cluster_splits_total",
                    "increase(streamkm_cluster_merges_total",
@@ -236,6 +237,8 @@ def test_systemd_unit_restart_stop_and_hardening() -> None:
     assert service["KillSignal"] == "SIGTERM"
     assert int(service["TimeoutStopSec"]) >= 60
     assert service["RestartPreventExitStatus"] == "2"
+    # the watchdog is fed by the /healthz check (streamkm.runtime.watchdog)
+    assert service["NotifyAccess"] == "main" and service["WatchdogSec"] == "30s"
     for key, value in {"NoNewPrivileges": "yes", "ProtectSystem": "strict",
                        "PrivateTmp": "yes", "ProtectKernelTunables": "yes"}.items():
         assert service[key] == value, key

@@ -119,6 +119,16 @@ def test_shipped_scrape_config_target_is_up(stack: Stack) -> None:
     assert stack.prometheus.query('up{job="streamkm"} == 1')
 
 
+def test_prometheus_stores_process_metrics_and_no_created_series(stack: Stack) -> None:
+    """The process collectors reach Prometheus (memory, CPU, start time for the restart
+    annotation, the Python version); no ``_created`` series is stored."""
+    q = stack.prometheus.query
+    for name in ("process_resident_memory_bytes", "process_cpu_seconds_total",
+                 "process_start_time_seconds", "python_info"):
+        assert q(f'{name}{{job="streamkm"}}'), name
+    assert not q('{job="streamkm", __name__=~".+_created"}')
+
+
 # ---------------------------------------------------------------------------- dashboard
 
 

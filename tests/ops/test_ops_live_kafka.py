@@ -35,6 +35,7 @@ from tests.helpers.kafka_broker import (
 )
 from tests.helpers.processes import free_port
 from tests.helpers.prometheus_server import (
+    FILE_SOURCE_METRICS,
     PROMETHEUS_SERIES,
     KafkaStreamkmService,
     PrometheusServer,
@@ -141,7 +142,8 @@ def test_every_dashboard_expression_returns_data(stack: KafkaStack) -> None:
     (the drift and sketch counters at 0) but the scale-out ones, whose panels are empty."""
     exported = exported_sample_names(stack.metrics_text) | PROMETHEUS_SERIES
     assert not exported & SCALEOUT_METRICS, "a single process registers scale-out metrics"
-    failures = dashboard_query_problems(stack.prometheus, exported, SCALEOUT_METRICS)
+    failures = dashboard_query_problems(stack.prometheus, exported,
+                                        SCALEOUT_METRICS | FILE_SOURCE_METRICS)
     assert not failures, "dashboard queries failing:\n  " + "\n  ".join(failures)
 
 
@@ -153,7 +155,8 @@ def test_kafka_panels_show_the_consumer_group(stack: KafkaStack) -> None:
     assert sorted((r["metric"]["topic"], r["metric"]["partition"]) for r in lag) == [
         (TOPIC, str(p)) for p in range(PARTITIONS)]
     assert all(float(r["value"][1]) >= 0 for r in lag)
-    source_lag = q("streamkm_source_lag")
+    assert not q("streamkm_source_lag_bytes")  # a Kafka source's lag is in records
+    source_lag = q("streamkm_source_lag_records")
     assert sorted(r["metric"]["partition"] for r in source_lag) == [
         f"{TOPIC}:{p}" for p in range(PARTITIONS)]
     connected = {r["metric"]["client"]: float(r["value"][1])
@@ -186,7 +189,8 @@ def test_rules_evaluate_and_stay_quiet(stack: KafkaStack) -> None:
     assert not unhealthy_rules(stack.prometheus)
     exported = exported_sample_names(stack.metrics_text) | PROMETHEUS_SERIES
     problems = rule_problems(stack.prometheus, exported, expected_active=set(),
-                             undetermined=UNDETERMINED, not_registered=SCALEOUT_METRICS)
+                             undetermined=UNDETERMINED,
+                             not_registered=SCALEOUT_METRICS | FILE_SOURCE_METRICS)
     assert not problems, "\n".join(problems)
     active = [a["labels"]["alertname"] for a in stack.prometheus.api("alerts")["alerts"]
               if a["labels"]["alertname"] not in UNDETERMINED]

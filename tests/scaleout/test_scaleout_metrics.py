@@ -74,6 +74,8 @@ def test_worker_skips_checkpoints_while_the_broker_is_away(tmp_path: Path) -> No
 
 
 class LagPart(FakePart):
+    lag_unit = "records"
+
     def __init__(self, key: str, offset: int, lag: float | None) -> None:
         super().__init__(key, offset)
         self._lag = lag
@@ -87,10 +89,10 @@ def test_source_lag_per_partition_read_and_removed_on_revocation(tmp_path: Path)
     reg = w.svc.metrics.registry
     w.svc.parts = {"t:0": LagPart("t:0", 0, 7.0), "t:1": LagPart("t:1", 0, None)}
     w.svc._update_lag()
-    assert sample(reg, "streamkm_source_lag", partition="t:0") == 7.0
-    assert sample(reg, "streamkm_source_lag", partition="t:1") is None  # unknown yet
+    assert sample(reg, "streamkm_source_lag_records", partition="t:0") == 7.0
+    assert sample(reg, "streamkm_source_lag_records", partition="t:1") is None  # unknown yet
     w.worker.on_revoked(["t:0"], lost=False)
-    assert sample(reg, "streamkm_source_lag", partition="t:0") is None
+    assert sample(reg, "streamkm_source_lag_records", partition="t:0") is None
 
 
 def test_step_down_resets_the_leader_only_gauges(tmp_path: Path) -> None:

@@ -134,4 +134,7 @@ def test_the_demo_stream_splits_its_drifting_blob(tmp_path: Path,
     logged = [r for r in caplog.records if r.getMessage() == "cluster_split"]
     assert logged and logged[0].fields["into"][0] == logged[0].fields["cluster"]
     lines = StatusLine(service, threading.Event(), io.StringIO()).new_cluster_events()
-    assert lines and lines[0].startswith("cluster split: ")
+    first = logged[0].fields
+    assert lines and lines[0].startswith(
+        f"cluster {first['cluster']} split into {first['into'][0]} and {first['into'][1]} "
+        f"at step {first['step']} (")

@@ -95,7 +95,8 @@ port = 0
         assert wave1["streamkm_model_steps"] >= 4
         assert wave1["streamkm_clusters"] == K
         assert wave1["streamkm_batch_processing_seconds_count"] == wave1["streamkm_batches_total"]
-        assert f'streamkm_source_lag{{partition="{data}"}}' in wave1
+        assert f'streamkm_source_lag_bytes{{partition="{data}"}}' in wave1
+        assert not any(name.startswith("streamkm_source_lag_records") for name in wave1)
 
         # Wave 2: every bad record between valid ones.
         n_valid = 200
@@ -143,6 +144,6 @@ port = 0
     assert wave2["streamkm_checkpoints_total"] >= 2
     assert wave2["streamkm_checkpoint_last_success_timestamp_seconds"] > time.time() - 120
     assert wave2["streamkm_checkpoint_failures_total"] == 0
-    assert wave2[f'streamkm_source_lag{{partition="{data}"}}'] == 0
+    assert wave2[f'streamkm_source_lag_bytes{{partition="{data}"}}'] == 0
     assert wave2["streamkm_model_converged"] in (0, 1)
     assert re.match(r"^-?\d", str(wave2["streamkm_batch_objective"]))
