@@ -190,7 +190,9 @@ def test_crash_between_commit_and_checkpoint_replays_without_repeating_outputs(
                        "checkpoints", [proc], interval=0.01)
             ck.rename(away)
             ck.write_text("")
-            wait_until(lambda: count_events(log, "checkpoint_failed") >= 1, 30,
+            # (a checkpoint the file system refuses stalls the service: io_stalled)
+            wait_until(lambda: count_events(log, "checkpoint_failed")
+                       + count_events(log, "io_stalled", target="checkpoint") >= 1, 30,
                        "a failed checkpoint", [proc], interval=0.005)
         finally:
             kill(proc)
