@@ -20,13 +20,17 @@ the service's tuned ones; and the time from ``Service.start()`` to the first pro
 is measured for a new consumer group with and without static membership
 (``group_instance_id``).
 
+``kafka-sinks`` part: Kafka source and Kafka sinks, exactly-once outputs (``[kafka]
+transactional_id``, one transaction per checkpoint) off and on, interleaved, with a
+checkpoint every 5 batches and every batch.
+
 Every comparison is interleaved (one run of each variant per repeat); the table gives the
 median (min-max) over the repeats, ratios are medians of the per-repeat ratios.
 
 Usage::
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
-        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|all] [--repeats 5]
+        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|kafka-sinks|all] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -87,15 +91,16 @@ def engine_only(x: np.ndarray, k: int, dtype: str, mode: str) -> dict[str, float
 
 def service_config(folder: Path, source: dict[str, Any], fmt: str, dim: int, k: int,
                    dtype: str, mode: str, kafka: dict[str, Any] | None = None,
-                   ui: bool = True) -> Any:
+                   ui: bool = True, sinks: dict[str, Any] | None = None,
+                   every_batches: int = 25) -> Any:
     mapping: dict[str, Any] = {
         "source": source,
         "decoding": {"format": fmt, "dim": dim, "dtype": dtype},
         "model": model_params(k, mode),
         "batching": {"batch_size": BATCH, "max_wait_ms": 1000},
-        "checkpoint": {"dir": "ck", "every_batches": 25, "every_seconds": 60},
-        "sinks": {"assignments": "assignments.jsonl", "events": "events.jsonl",
-                  "dead_letter": "dead.jsonl"},
+        "checkpoint": {"dir": "ck", "every_batches": every_batches, "every_seconds": 60},
+        "sinks": sinks or {"assignments": "assignments.jsonl", "events": "events.jsonl",
+                           "dead_letter": "dead.jsonl"},
         "metrics": {"enabled": False},
         "logging": {"level": "warning"},
         "ui": {"enabled": ui},
@@ -131,7 +136,10 @@ def run_service(config: Any, n: int) -> dict[str, float]:
     wall = marks["done"] - marks["first"]
     parts = {key: (value - at_first[key]) / wall
              for key, value in _time_parts(service.status).items()}
-    return {"rate": (n - BATCH) / wall, "first_batch_s": marks["first"] - t_start, **parts}
+    status = service.status
+    return {"rate": (n - BATCH) / wall, "first_batch_s": marks["first"] - t_start,
+            "checkpoint_ms": 1000 * status.checkpoint_seconds / max(status.checkpoints, 1),
+            **parts}
 
 
 def _time_parts(status: Any) -> dict[str, float]:
@@ -265,8 +273,8 @@ def produce_batched(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def kafka_part(tmp: Path, repeats: int, k: int) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from kafka_broker import create_topics, start_tansu
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.helpers.kafka_broker import create_topics, start_tansu
 
     from streamkm_connectors.kafka_source import THROUGHPUT_CONSUMER_SETTINGS
 
@@ -329,9 +337,65 @@ def kafka_part(tmp: Path, repeats: int, k: int) -> None:
     print()
 
 
+def kafka_sinks_part(tmp: Path, repeats: int, k: int) -> None:
+    """Kafka in, Kafka out: exactly-once outputs (``[kafka] transactional_id``) on vs off,
+    one transaction per checkpoint, at two checkpoint cadences."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.helpers.kafka_broker import create_topics, start_tansu
+
+    dim, n = 32, 32 * BATCH
+    values = json_values(make_data(n, dim, k))
+    broker = start_tansu(tmp / "tansu-sinks.log")
+    cadences = (5, 1)
+    try:
+        bootstrap, topic = broker.bootstrap, "bench-eos-in"
+        outputs = {"assignments_topic": "bench-eos-a", "events_topic": "bench-eos-e",
+                   "dead_letter_topic": "bench-eos-d"}
+        create_topics(bootstrap, {topic: PARTITIONS, "bench-eos-a": PARTITIONS,
+                                  "bench-eos-e": 1, "bench-eos-d": 1})
+        produce_batched(bootstrap, topic, values)
+        runs: dict[str, list[float]] = {}
+        for rep in range(repeats):
+            for every in cadences:
+                rates = {}
+                for txn in (False, True):
+                    name = f"{'on' if txn else 'off'}-{every}"
+                    kafka: dict[str, Any] = {"bootstrap_servers": [bootstrap]}
+                    if txn:
+                        kafka["transactional_id"] = f"bench-{name}-{rep}"
+                    source = {"kind": "kafka", "topics": [topic], "group_id": f"g-{name}-{rep}",
+                              "auto_offset_reset": "earliest"}
+                    folder = tmp / f"eos-{name}-{rep}"
+                    folder.mkdir()
+                    config = service_config(folder, source, "json", dim, k, "float64",
+                                            "updating", kafka, sinks={"kind": "kafka", **outputs},
+                                            every_batches=every)
+                    result = run_service(config, n)
+                    rates[txn] = result["rate"]
+                    runs.setdefault(name, []).append(rates[txn])
+                    runs.setdefault(f"ck-{name}", []).append(result["checkpoint_ms"])
+                runs.setdefault(f"ratio-{every}", []).append(rates[True] / rates[False])
+    finally:
+        broker.stop()
+    print(f"## Kafka in, Kafka out: transactions off vs on (Tansu, {PARTITIONS} partitions, "
+          f"JSON d={dim}, {n:,} records, batch {BATCH}, k={k}, model updating, {repeats} "
+          f"interleaved repeats, median (min-max))\n")
+    print("| checkpoint (= transaction) every | off, rec/s | on, rec/s | on / off | "
+          "checkpoint off, ms | checkpoint + commit on, ms |")
+    print("|---|---|---|---|---|---|")
+    for every in cadences:
+        print(f"| {every} batch{'es' if every > 1 else ''} ({every * BATCH:,} records) | "
+              f"{summary(runs[f'off-{every}'])} | {summary(runs[f'on-{every}'])} | "
+              f"{summary(runs[f'ratio-{every}'], '.2f')} | "
+              f"{summary(runs[f'ck-off-{every}'], '.1f')} | "
+              f"{summary(runs[f'ck-on-{every}'], '.1f')} |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", nargs="?", choices=("engine", "kafka", "ui", "all"), default="all")
+    parser.add_argument("part", nargs="?", choices=("engine", "kafka", "kafka-sinks", "ui", "all"),
+                        default="all")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--k", type=int, default=10)
     args = parser.parse_args()
@@ -342,6 +406,8 @@ def main() -> None:
             ui_part(Path(tmp), args.repeats, args.k)
         if args.part in ("kafka", "all"):
             kafka_part(Path(tmp), args.repeats, args.k)
+        if args.part in ("kafka-sinks", "all"):
+            kafka_sinks_part(Path(tmp), args.repeats, args.k)
 
 
 if __name__ == "__main__":

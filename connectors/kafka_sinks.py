@@ -10,24 +10,28 @@ sent again at the next sync. When a wait for acknowledgements fails (e.g. after 
 partition kafka-python's producer can stay wedged, its requests never answered), the producer
 is closed and created again, and every message it had not acknowledged is sent again through
 the new one. Kafka cannot take entries back, so after a crash the entries
-written after the last checkpoint are written again: assignments are at-least-once and
-carry the model ``step`` for de-duplication.
+written after the last checkpoint are written again: without transactions outputs are
+at-least-once. Every assignment is keyed by its record id and every dead letter by its
+record's position, so the **last message per key** is exact: a compacted topic, or a reader
+that keeps the last assignment per id, holds one entry per record (docs/service.md).
 
 Messages:
 
-* **assignments**: key = the input message's key; headers = the input message's headers;
-  value = ``{"id", "cluster", "distance", "sq_distance", "step"}`` (``distance`` is the
-  kernel distance to the cluster's center, ``sq_distance`` its square);
+* **assignments**: key = the record id (as text, UTF-8; whatever the input message's key);
+  headers = the input message's headers, plus ``input_key`` (the input message's key) when
+  it had one; value = ``{"id", "cluster", "distance", "sq_distance", "step"}``
+  (``distance`` is the kernel distance to the cluster's center, ``sq_distance`` its square);
 * **events**: key = the event name; value = the event with a ``"time"``;
 * **model** (``[sinks] model_topic``): key = the model's step (decimal text); value = the
   ``.npz`` the estimator's ``save`` writes (``MiniBatchKernelKMeans.load(io.BytesIO(value))``).
   Only the newest unsent model is kept while the broker is away, and a retried older model
   may arrive after a newer one: readers keep the model with the highest key;
-* **dead letters**: key = ``None``; value = the raw record (at most
-  ``max_raw_bytes``); headers ``reason``, ``detail``, ``raw_bytes`` (``raw_truncated``) and
-  ``source_<field>`` for every field of the record's position (``source_topic``,
-  ``source_partition``, ``source_offset`` for Kafka input; ``source_file``,
-  ``source_offset`` for files).
+* **dead letters**: key = the record's position as text (:func:`position_key`,
+  ``<topic>:<partition>:<offset>`` for Kafka input, ``<file>:<offset>`` for files);
+  value = the raw record (at most ``max_raw_bytes``); headers ``reason``, ``detail``,
+  ``raw_bytes`` (``raw_truncated``) and ``source_<field>`` for every field of the record's
+  position (``source_topic``, ``source_partition``, ``source_offset`` for Kafka input;
+  ``source_file``, ``source_offset`` for files).
 """
 
 from __future__ import annotations
@@ -38,14 +42,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from streamkm.exceptions import SinkError
+from streamkm.decoding import safe_text
+from streamkm.exceptions import OutputTransactionError, SinkError
 from streamkm.logs import log_event
 
 from ._json_out import assignments, encode
 from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
 
-__all__ = ["KafkaProducerHandle", "KafkaTopicSink", "AssignmentKafkaSink", "EventKafkaSink",
-           "DeadLetterKafkaSink", "ModelKafkaSink", "kafka_sinks_from_config"]
+__all__ = ["KafkaProducerHandle", "KafkaOutputTransaction", "KafkaTopicSink",
+           "AssignmentKafkaSink", "EventKafkaSink", "DeadLetterKafkaSink", "ModelKafkaSink",
+           "kafka_sinks_from_config", "id_key", "position_key"]
 
 _log = logging.getLogger("streamkm.kafka")
 _Message = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
@@ -77,8 +83,9 @@ class KafkaProducerHandle:
         self.flush_timeout_s = flush_timeout_s
         self.metrics = metrics
         self._users = 0
+        self._producer_factory = producer_factory
         self._client: LazyKafkaClient[Any] = LazyKafkaClient(
-            "producer", lambda: producer_factory(**self.settings),
+            "producer", self._create_producer,
             backoff_s=max(float(self.settings.get("reconnect_backoff_ms", 500)), 100.0) / 1000,
             max_backoff_s=float(self.settings.get("reconnect_backoff_max_ms", 5000)) / 1000,
             on_connected_change=self._report_connected)
@@ -89,6 +96,9 @@ class KafkaProducerHandle:
         self._failing = False  # the last flush failed: not reported as connected
         if metrics is not None:
             metrics.broker_connected.labels(client="producer").set(0)
+
+    def _create_producer(self) -> Any:
+        return self._producer_factory(**self.settings)
 
     def _report_connected(self, connected: bool) -> None:
         if self.metrics is not None:
@@ -109,13 +119,24 @@ class KafkaProducerHandle:
             return None
         key, value, headers = message
         try:
+            self._before_send(producer)
             return producer.send(topic, value=value, key=key, headers=headers)
         except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, BufferError, ...
+            self._send_failed(exc)
             self._send_paused_until = time.monotonic() + 1.0
             self._client.set_connected(False)
             log_event(_log, "warning", "kafka_send_failed", topic=topic,
                       error=f"{type(exc).__name__}: {exc}")
             return None
+
+    def _before_send(self, producer: Any) -> None:
+        """Called before every message is handed over."""
+
+    def _send_failed(self, exc: BaseException) -> None:
+        """A message could not be handed over (it stays queued and is tried again)."""
+
+    def delivery_failed(self, exc: BaseException | None) -> None:
+        """A message was refused by the broker (the sink sends it again)."""
 
     def flush(self) -> None:
         """Wait until everything handed over is acknowledged or failed.
@@ -162,10 +183,14 @@ class KafkaProducerHandle:
         producer = self._client.client
         if self._users <= 0 and producer is not None:
             try:
+                self._before_close(producer)
                 producer.close(timeout=self.flush_timeout_s)
             except Exception as exc:  # noqa: BLE001
                 log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
             self._client.client = None
+
+    def _before_close(self, producer: Any) -> None:
+        """Called before the producer is closed by :meth:`release`."""
 
 
 def _close_now(producer: Any) -> None:
@@ -180,6 +205,145 @@ def _close_now(producer: Any) -> None:
         producer.close(timeout=0)
     except Exception as exc:  # noqa: BLE001
         log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
+
+
+class KafkaOutputTransaction(KafkaProducerHandle):
+    """A transactional producer shared by the sinks: the
+    :class:`~streamkm.sinks.OutputTransaction` of exactly-once Kafka outputs.
+
+    Every message handed over since the last :meth:`commit` belongs to one open
+    transaction; :meth:`commit` adds the consumed offsets of the source's assigned partitions
+    (Kafka's read-process-write pattern) and commits it. The producer is created with
+    ``init_transactions``, which fences (and aborts the open transaction of) any earlier
+    producer with the same ``transactional_id``. A transaction that cannot complete (the
+    producer was fenced, a message refused, a flush timed out, partitions lost) raises
+    :class:`~streamkm.exceptions.OutputTransactionError`, now and at every later call: the
+    process must restart from its last checkpoint. The open transaction is aborted when the
+    producer is closed.
+    """
+
+    def __init__(self, producer_settings: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(producer_settings, **kwargs)
+        self.transactional_id = str(producer_settings["transactional_id"])
+        self.open = False  # a transaction has begun and is neither committed nor aborted
+        self.commits = 0
+        self._failure: OutputTransactionError | None = None
+        self._last_offsets: dict[Any, Any] | None = None
+
+    def _create_producer(self) -> Any:
+        producer = super()._create_producer()
+        try:
+            producer.init_transactions()
+        except BaseException:
+            _close_now(producer)
+            raise
+        log_event(_log, "info", "kafka_transactions_initialised",
+                  transactional_id=self.transactional_id)
+        return producer
+
+    def _fail(self, what: str, exc: BaseException) -> OutputTransactionError:
+        if self._failure is None:
+            self._failure = OutputTransactionError(
+                f"Kafka output transaction of transactional_id {self.transactional_id!r} "
+                f"failed ({what}): {type(exc).__name__}: {exc}; the outputs since the last "
+                f"checkpoint are aborted and written again after a restart")
+            self._failure.__cause__ = exc
+            log_event(_log, "error", "kafka_transaction_failed", step=what,
+                      transactional_id=self.transactional_id,
+                      error=f"{type(exc).__name__}: {exc}")
+        return self._failure
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def send(self, topic: str, message: _Message) -> Any | None:
+        self._check()
+        return super().send(topic, message)
+
+    def _before_send(self, producer: Any) -> None:
+        if not self.open:
+            producer.begin_transaction()
+            self.open = True
+
+    def _send_failed(self, exc: BaseException) -> None:
+        from kafka.errors import KafkaTimeoutError
+
+        if not isinstance(exc, (KafkaTimeoutError, BufferError)):  # not worth waiting for
+            raise self._fail("send", exc) from exc
+
+    def delivery_failed(self, exc: BaseException | None) -> None:
+        raise self._fail("delivery", exc or RuntimeError("unknown"))
+
+    def flush(self) -> None:
+        """Wait for the acknowledgements of the open transaction's messages.
+
+        Raises
+        ------
+        SinkError
+            No producer exists yet (nothing was handed over: retried).
+        OutputTransactionError
+            The wait failed: the transaction cannot complete.
+        """
+        self._check()
+        producer = self._client.get()
+        if producer is None:
+            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        try:
+            producer.flush(timeout=self.flush_timeout_s)
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail("flush", exc) from exc
+
+    def commit(self, positions: dict[str, dict[str, Any]], source: Any) -> None:
+        """Commit the open transaction with the consumed offsets of ``positions``.
+
+        Raises
+        ------
+        SinkError
+            No producer could be created yet (nothing to lose: retried).
+        OutputTransactionError
+            The transaction failed (see the class docstring).
+        """
+        self._check()
+        try:
+            offsets, group = source.transaction_offsets(positions)
+        except OutputTransactionError as exc:
+            raise self._fail("offsets", exc) from exc
+        if not self.open and (not offsets or offsets == self._last_offsets):
+            return  # nothing written, nothing read since the last commit
+        producer = self._client.get()
+        if producer is None:
+            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        try:
+            self._before_send(producer)
+            if offsets:
+                producer.send_offsets_to_transaction(offsets, group)
+            producer.commit_transaction()
+        except Exception as exc:  # noqa: BLE001 - fenced, timed out, refused
+            raise self._fail("commit", exc) from exc
+        self.open = False
+        self.commits += 1
+        self._last_offsets = offsets
+
+    def _before_close(self, producer: Any) -> None:
+        if self.open and self._failure is None:
+            try:
+                producer.abort_transaction()
+            except Exception as exc:  # noqa: BLE001 - fenced meanwhile: aborted anyway
+                log_event(_log, "warning", "kafka_transaction_abort_failed",
+                          error=f"{type(exc).__name__}: {exc}")
+        self.open = False
+
+    def release(self) -> None:
+        """One sink stopped using the producer; abort the open transaction and close it
+        after the last one (at once if the transaction failed)."""
+        if self._failure is not None and self._users <= 1:
+            self._users = 0
+            producer, self._client.client = self._client.client, None
+            if producer is not None:
+                _close_now(producer)
+            return
+        super().release()
 
 
 class KafkaTopicSink:
@@ -243,6 +407,7 @@ class KafkaTopicSink:
             elif not future.is_done:  # its producer was replaced: send it again
                 retry.append(message)
             elif future.failed():
+                self._handle.delivery_failed(future.exception)
                 retry.append(message)
                 error = error or future.exception
             else:
@@ -263,29 +428,49 @@ class KafkaTopicSink:
         self._closed = True
         try:
             self.sync()
-        except SinkError as exc:
+        except (SinkError, OutputTransactionError) as exc:
             log_event(_log, "warning", "kafka_sink_closed_undelivered", topic=self.topic,
                       error=str(exc))
         self._handle.release()
 
 
+def id_key(record_id: Any) -> bytes:
+    """The message key of a record's assignment: its id as UTF-8 text (``str`` of a
+    non-string id; undecodable characters escaped like in the JSON value)."""
+    return safe_text(record_id if isinstance(record_id, str) else str(record_id)).encode()
+
+
+def position_key(position: dict[str, Any]) -> bytes:
+    """The message key of a dead letter: the record's position as text, its fields joined
+    by ``:`` (``<topic>:<partition>:<offset>``, ``<file>:<offset>``; ``length`` and the file
+    source's ``partition`` label left out, the file name being the unique part)."""
+    if "file" in position:
+        fields = [position["file"], position.get("offset")]
+    else:
+        fields = [v for k, v in position.items() if k != "length"]
+    return safe_text(":".join(str(v) for v in fields)).encode()
+
+
 class AssignmentKafkaSink(KafkaTopicSink):
-    """One message per accepted record, keyed and with headers like its input message."""
+    """One message per accepted record, keyed by its id, with the input message's headers."""
 
     def write_assignments(self, ids: list[Any], clusters: Any, sq_distances: Any,
                           step: int) -> None:
-        """Queue the assignments of one batch (no keys or headers)."""
+        """Queue the assignments of one batch (no input headers)."""
         self.write_record_assignments([None] * len(ids), ids, clusters, sq_distances, step)
 
     def write_record_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
                                  sq_distances: Any, step: int) -> None:
-        """Queue the assignments of one batch with each input record's key and headers."""
+        """Queue the assignments of one batch, each keyed by its record id and carrying its
+        input message's headers (and key, as header ``input_key``)."""
         for record, assignment in zip(records, assignments(ids, clusters, sq_distances, step)):
-            key = getattr(record, "raw_key", None)
-            if key is None and record is not None and record.key is not None:
-                key = record.key.encode("utf-8", "backslashreplace")
             headers = list(getattr(record, "headers", ()))
-            self._enqueue((key, encode(assignment), headers))
+            input_key = getattr(record, "raw_key", None)
+            if input_key is None and record is not None and record.key is not None:
+                input_key = record.key.encode("utf-8", "backslashreplace")
+            if input_key is not None:
+                headers.append(("input_key", input_key))
+            self._enqueue((id_key(assignment.id), encode(assignment), headers))
 
 
 class EventKafkaSink(KafkaTopicSink):
@@ -299,7 +484,8 @@ class EventKafkaSink(KafkaTopicSink):
 
 
 class DeadLetterKafkaSink(KafkaTopicSink):
-    """Rejected raw records with the reason and their origin as headers.
+    """Rejected raw records keyed by their position, with the reason and their origin as
+    headers.
 
     Parameters
     ----------
@@ -323,7 +509,7 @@ class DeadLetterKafkaSink(KafkaTopicSink):
         headers.append(("raw_bytes", str(len(raw)).encode()))
         if len(kept) < len(raw):
             headers.append(("raw_truncated", b"true"))
-        self._enqueue((None, kept, headers))
+        self._enqueue((position_key(position), kept, headers))
 
 
 class ModelKafkaSink(KafkaTopicSink):
@@ -337,17 +523,27 @@ class ModelKafkaSink(KafkaTopicSink):
 
 def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None
                             ) -> tuple[AssignmentKafkaSink | None, EventKafkaSink | None,
-                                       DeadLetterKafkaSink, ModelKafkaSink | None]:
+                                       DeadLetterKafkaSink, ModelKafkaSink | None,
+                                       KafkaOutputTransaction | None]:
     """The assignments, events, dead-letter and model Kafka sinks of the ``[sinks]`` (kind
-    ``"kafka"``) and ``[kafka]`` sections, sharing one producer."""
+    ``"kafka"``) and ``[kafka]`` sections, sharing one producer, and that producer's
+    transaction when ``kafka.transactional_id`` is set."""
     settings = {"linger_ms": 5, "max_block_ms": 1000, **kafka.client_settings(),
                 **kafka.producer}
-    handle = KafkaProducerHandle(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
-                                 metrics=metrics)
+    handle: KafkaProducerHandle
+    if kafka.transactional_id is not None:
+        settings.update(transactional_id=kafka.transactional_id,
+                        transaction_timeout_ms=kafka.transaction_timeout_ms)
+        handle = KafkaOutputTransaction(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
+                                        metrics=metrics)
+    else:
+        handle = KafkaProducerHandle(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
+                                     metrics=metrics)
     assignments = (AssignmentKafkaSink(handle, sinks.assignments_topic)
                    if sinks.assignments_topic else None)
     events = EventKafkaSink(handle, sinks.events_topic) if sinks.events_topic else None
     dead_letter = DeadLetterKafkaSink(handle, sinks.dead_letter_topic,
                                       max_raw_bytes=sinks.dead_letter_max_raw_bytes)
     model = ModelKafkaSink(handle, sinks.model_topic) if sinks.model_topic else None
-    return assignments, events, dead_letter, model
+    transaction = handle if isinstance(handle, KafkaOutputTransaction) else None
+    return assignments, events, dead_letter, model, transaction

@@ -14,6 +14,12 @@ Where a partition starts when it is assigned:
   consumer already processed are not processed again;
 * without a snapshot: the committed offset, else ``auto_offset_reset``.
 
+With transactional outputs (``replay_committed``) the offsets are committed inside the
+output transaction *before* the checkpoint, so after a crash between the two the committed
+offset can be ahead of an unmarked snapshot: the partition then resumes at the snapshot (the
+restored model has not seen those records) and the records below the committed offset are
+handed out ``replayed`` (their outputs exist; the sinks write nothing for them).
+
 The positions in the checkpoint are the source of truth; offsets are committed to the
 broker after each checkpoint (asynchronously, counted in
 ``streamkm_kafka_commits_total`` / ``streamkm_kafka_commit_failures_total``) for lag
@@ -43,7 +49,7 @@ from typing import Any
 
 from kafka import ConsumerRebalanceListener
 
-from streamkm.exceptions import ParameterError
+from streamkm.exceptions import OutputTransactionError, ParameterError
 from streamkm.logs import log_event
 from streamkm.sources import (
     ERROR_PREFIX_BYTES,
@@ -83,8 +89,8 @@ class KafkaPartition:
     #: :meth:`lag` counts messages.
     lag_unit = LAG_RECORDS
 
-    def __init__(self, source: KafkaSource, tp: Any, resume_state: dict[str, Any] | None
-                 ) -> None:
+    def __init__(self, source: KafkaSource, tp: Any, resume_state: dict[str, Any] | None,
+                 *, replay_committed: bool = False) -> None:
         self._source = source
         self.tp = tp
         self.key = part_key(tp.topic, tp.partition)
@@ -92,10 +98,15 @@ class KafkaPartition:
         self._resume_state = dict(resume_state) if resume_state is not None else None
         offset = resume_state.get("offset") if resume_state is not None else None
         self.next_offset: int | None = int(offset) if offset is not None else None
-        #: False until the start offset is settled (released partitions look up the
-        #: committed offset first); nothing is fetched or handed out before.
-        self.resolved = not (resume_state is not None and resume_state.get(RELEASED)
-                             and offset is not None)
+        released = resume_state is not None and bool(resume_state.get(RELEASED))
+        #: Resume exactly at the snapshot, records below the committed offset replayed.
+        self.replays = replay_committed and not released
+        #: Records below this offset are handed out ``replayed`` (see the module docstring).
+        self.replay_until: int | None = None
+        #: False until the start offset is settled (released partitions, and every
+        #: partition with transactional outputs, look up the committed offset first);
+        #: nothing is fetched or handed out before.
+        self.resolved = not (offset is not None and (released or self.replays))
         self.backpressure_paused = False
         self.closed = False
 
@@ -138,9 +149,11 @@ class KafkaPartition:
         """Messages fetched but not handed out yet."""
         return len(self._buffer)
 
-    def settle(self, offset: int | None) -> None:
-        """The start offset is known (``None``: left to the consumer's own reset)."""
+    def settle(self, offset: int | None, replay_until: int | None = None) -> None:
+        """The start offset is known (``None``: left to the consumer's own reset); records
+        below ``replay_until`` are handed out ``replayed``."""
         self.next_offset = offset
+        self.replay_until = replay_until
         self._buffer.clear()
         self.resolved = True
 
@@ -153,10 +166,11 @@ class KafkaPartition:
             if expected is not None and msg.offset < expected:
                 continue
             expected = msg.offset + 1
-            self._buffer.append(_to_record(msg, max_record_bytes))
+            replayed = self.replay_until is not None and msg.offset < self.replay_until
+            self._buffer.append(_to_record(msg, max_record_bytes, replayed))
 
 
-def _to_record(msg: Any, max_record_bytes: int) -> KafkaRecord:
+def _to_record(msg: Any, max_record_bytes: int, replayed: bool = False) -> KafkaRecord:
     value = msg.value if msg.value is not None else b""
     raw_key = msg.key
     key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
@@ -168,7 +182,7 @@ def _to_record(msg: Any, max_record_bytes: int) -> KafkaRecord:
         position["length"] = len(value)
         value, error = value[:ERROR_PREFIX_BYTES], OVERSIZED
     return KafkaRecord(value=value, key=key, position=position, error=error, raw_key=raw_key,
-                       headers=headers)
+                       headers=headers, replayed=replayed)
 
 
 class _RebalanceListener(ConsumerRebalanceListener):
@@ -210,13 +224,16 @@ class KafkaSource:
         Where lag, commits, rebalances and the connection state go.
     consumer_factory : callable, optional
         Creates the consumer from the settings (tests); ``kafka.KafkaConsumer`` by default.
+    replay_committed : bool
+        The offsets are committed inside output transactions (see the module docstring).
     """
 
     def __init__(self, *, topics: list[str] | None = None, pattern: str | None = None,
                  consumer_settings: dict[str, Any], max_record_bytes: int = 1 << 20,
                  max_buffered_records: int = 10000, commit_timeout_ms: int = 10000,
                  metrics: Any = None,
-                 consumer_factory: Callable[..., Any] | None = None) -> None:
+                 consumer_factory: Callable[..., Any] | None = None,
+                 replay_committed: bool = False) -> None:
         if bool(topics) == (pattern is not None):
             raise ParameterError(f"set exactly one of topics ({topics!r}) and pattern "
                                  f"({pattern!r})")
@@ -236,6 +253,7 @@ class KafkaSource:
         self.max_buffered_records = max_buffered_records
         self.commit_timeout_ms = commit_timeout_ms
         self.metrics = metrics
+        self.replay_committed = replay_committed
         if consumer_factory is None:
             from kafka import KafkaConsumer
 
@@ -316,7 +334,7 @@ class KafkaSource:
         old = self._parts.get(tp)
         if old is not None:
             old.closed = True
-        part = KafkaPartition(self, tp, resume_state)
+        part = KafkaPartition(self, tp, resume_state, replay_committed=self.replay_committed)
         self._parts[tp] = part
         if not part.resolved:
             consumer.pause(tp)  # until the committed offset was looked up after poll
@@ -383,8 +401,9 @@ class KafkaSource:
 
     def commit(self, positions: dict[str, dict[str, Any]]) -> None:
         """Commit the offsets of ``positions`` for the partitions assigned right now
-        (asynchronously; nothing during a loss of membership)."""
-        if self._losing or not self._assigned:
+        (asynchronously; nothing during a loss of membership, nor with transactional outputs,
+        whose transactions commit the offsets)."""
+        if self._losing or not self._assigned or self.replay_committed:
             return
         offsets = self._offsets_to_commit(positions)
         if not offsets:
@@ -395,6 +414,31 @@ class KafkaSource:
             consumer.commit_async(offsets, callback=self._commit_done)
         except Exception as exc:  # noqa: BLE001 - commits are advisory; retried next checkpoint
             self._commit_done(offsets, exc)
+
+    def transaction_offsets(self, positions: dict[str, dict[str, Any]]
+                            ) -> tuple[dict[Any, Any], Any]:
+        """The offsets of ``positions`` for the partitions assigned right now and the
+        group's metadata, for ``send_offsets_to_transaction``.
+
+        Raises
+        ------
+        OutputTransactionError
+            The partitions are being lost (this member was evicted): another member may be
+            processing them, so this transaction must not commit.
+        """
+        if self._losing:
+            raise OutputTransactionError(
+                f"partitions {sorted(part_key(tp.topic, tp.partition) for tp in self._assigned)}"
+                f" were lost (evicted from group {self.settings['group_id']!r})")
+        offsets = self._offsets_to_commit(positions) if self._assigned else {}
+        group: Any = self.settings["group_id"]
+        consumer = self.consumer
+        if consumer is not None and offsets:
+            try:  # with the generation: a real Kafka refuses a stale member's offsets
+                group = consumer.group_metadata()
+            except Exception:  # noqa: BLE001 - no generation known: the bare group id
+                pass
+        return offsets, group
 
     def close(self) -> None:
         """Commit the last checkpointed offsets synchronously, leave the group, close."""
@@ -471,7 +515,8 @@ class KafkaSource:
             self._listener.on_assigned([part_key(tp.topic, tp.partition) for tp in tps])
 
     def _settle_released(self, consumer: Any) -> None:
-        """Resolve the start of released partitions: max(checkpointed, committed)."""
+        """Resolve the start of released partitions: max(checkpointed, committed); with
+        transactional outputs of the others: checkpointed, replayed up to committed."""
         for tp, part in list(self._parts.items()):
             if part.resolved or part.closed:
                 continue
@@ -480,12 +525,18 @@ class KafkaSource:
             except Exception as exc:  # noqa: BLE001 - retried after the next poll
                 self._log_poll_error(exc)
                 continue
-            offset = part.next_offset if committed is None else max(int(committed),
-                                                                    part.next_offset or 0)
+            replay_until = None
+            if part.replays:
+                offset = part.next_offset
+                if committed is not None and offset is not None and int(committed) > offset:
+                    replay_until = int(committed)
+            else:
+                offset = part.next_offset if committed is None else max(int(committed),
+                                                                        part.next_offset or 0)
             log_event(_log, "info", "kafka_partition_resumed", partition=part.key,
                       checkpoint_offset=part.next_offset, committed_offset=committed,
-                      offset=offset)
-            part.settle(offset)
+                      offset=offset, replay_until=replay_until)
+            part.settle(offset, replay_until)
             if offset is not None:
                 consumer.seek(tp, offset)
             consumer.resume(tp)
@@ -532,4 +583,5 @@ def kafka_source_from_config(source: Any, kafka: Any, metrics: Any = None) -> Ka
     return KafkaSource(topics=source.topics or None, pattern=source.pattern,
                        consumer_settings=settings, max_record_bytes=source.max_record_bytes,
                        max_buffered_records=source.max_buffered_records,
-                       commit_timeout_ms=source.commit_timeout_ms, metrics=metrics)
+                       commit_timeout_ms=source.commit_timeout_ms, metrics=metrics,
+                       replay_committed=kafka.transactional_id is not None)

@@ -57,10 +57,11 @@ def kafka_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
     """Kafka topic sinks of a ``[sinks] kind = "kafka"`` section."""
     from .kafka_sinks import kafka_sinks_from_config
 
-    assignments, events, dead_letter, model = kafka_sinks_from_config(
+    assignments, events, dead_letter, model, transaction = kafka_sinks_from_config(
         section, kafka, metrics.kafka if metrics is not None else None)
     return SinkSet(assignments=assignments, events=events, dead_letter=dead_letter,
-                   model=model if model is not None else _model_file(section))
+                   model=model if model is not None else _model_file(section),
+                   transaction=transaction)
 
 
 def kafka_scaleout(config: Any, metrics: Any) -> Any:

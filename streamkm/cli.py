@@ -35,7 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from streamkm._version import __version__
-from streamkm.exceptions import CheckpointError, ConfigError, StateError
+from streamkm.exceptions import (
+    CheckpointError,
+    ConfigError,
+    OutputTransactionError,
+    StateError,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -112,6 +117,12 @@ def _run_service(service: Any, *, status_line: bool = False) -> int:
     stop_line = _start_status_line(service, sys.stderr) if status_line else None
     try:
         service.run()
+    except OutputTransactionError as exc:  # expected after fencing: no traceback
+        import logging
+
+        log_event(logging.getLogger("streamkm.service"), "error", "service_failed",
+                  error=str(exc))
+        return EXIT_FAILURE
     except Exception as exc:
         import logging
 

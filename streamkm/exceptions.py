@@ -19,6 +19,7 @@ __all__ = [
     "StateError",
     "ConfigError",
     "CheckpointError",
+    "OutputTransactionError",
     "DecodeError",
     "SinkError",
     "TransportError",
@@ -74,6 +75,14 @@ class DecodeError(StreamkmError, ValueError):
 class SinkError(StreamkmError, OSError):
     """A sink could not make its entries durable (e.g. the Kafka broker is unreachable);
     the checkpoint that needed them is not written and is retried."""
+
+
+class OutputTransactionError(StreamkmError, RuntimeError):
+    """A transaction of outputs (exactly-once Kafka outputs) failed for good: the producer
+    was fenced by another one with the same transactional id, a message of the transaction
+    was refused, or its partitions were lost. The outputs since the last checkpoint are
+    aborted and the model is ahead of them, so the service stops; a restart resumes from the
+    last checkpoint and writes them again. Not an ``OSError``: never retried in place."""
 
 
 class TransportError(StreamkmError, OSError):

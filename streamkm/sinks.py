@@ -6,8 +6,15 @@ written durable) right before a checkpoint and stores the returned position insi
 checkpoint. After a crash, :meth:`Sink.restore` brings the sink back to that position
 (a file sink truncates itself to the checkpointed length), so with the source positions
 in the same checkpoint a file sink holds every entry exactly once. Sinks that cannot take
-back what they wrote (Kafka) ignore ``restore``: their entries are at-least-once and carry
-the model step so readers can de-duplicate.
+back what they wrote (Kafka) ignore ``restore``: their entries are at-least-once, keyed so
+that the last entry per key is exact (docs/service.md).
+
+Sinks may instead share an :class:`OutputTransaction` (exactly-once Kafka outputs): before
+every checkpoint the runtime commits the outputs written since the previous one together
+with the source positions, atomically, and only then writes the checkpoint. A crash between
+the two leaves the committed positions ahead of the checkpoint; the source marks the records
+in between ``replayed`` and :class:`SinkSet` writes nothing for them while the restored
+model learns them again.
 
 Two kinds of write errors are told apart (:class:`SinkSet` does it for every sink):
 
@@ -31,7 +38,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from streamkm._rejection import RejectReason, Rejection, safe_text
@@ -40,7 +47,7 @@ from streamkm.exceptions import StorageError, StreamkmError
 from streamkm.logs import log_event
 
 __all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink",
-           "ModelSink", "SinkSet", "RECORD_ERRORS"]
+           "ModelSink", "OutputTransaction", "SinkSet", "RECORD_ERRORS"]
 
 _log = logging.getLogger("streamkm.sinks")
 
@@ -162,12 +169,33 @@ class ModelSink(Protocol):
         ...
 
 
+@runtime_checkable
+class OutputTransaction(Protocol):
+    """The unit of work shared by transactional sinks."""
+
+    def commit(self, positions: dict[str, dict[str, Any]], source: Any) -> None:
+        """Make every entry written since the last commit visible together with the source
+        ``positions`` (what ``source`` read up to), all or nothing.
+
+        Raises
+        ------
+        SinkError
+            Nothing was committed and nothing is lost (e.g. no broker yet): retried.
+        OutputTransactionError
+            The entries since the last commit are lost (fenced, refused): the process must
+            restart from its last checkpoint.
+        """
+        ...
+
+
 @dataclass
 class SinkSet:
     """The three sinks of a process (assignments and events may be disabled), the optional
     model sink, and the one place that dispatches entries to them.
 
-    A sinks factory (see :mod:`streamkm.registry`) returns one.
+    A sinks factory (see :mod:`streamkm.registry`) returns one. Records marked
+    ``replayed`` by their source get no assignment and no dead letter, and a batch made only
+    of them no events (their outputs were committed before).
     """
 
     assignments: AssignmentSink | None
@@ -175,6 +203,8 @@ class SinkSet:
     dead_letter: DeadLetterSink
     #: The model sink (``[sinks] model``), outside :meth:`named`: it has no position.
     model: ModelSink | None = None
+    transaction: OutputTransaction | None = None
+    _replaying: bool = field(default=False, init=False, repr=False)
 
     def named(self) -> dict[str, Sink]:
         """The enabled sinks by name (the keys of ``sink_positions`` in checkpoints)."""
@@ -214,6 +244,10 @@ class SinkSet:
             The device refused the write.
         """
         sink = self.assignments
+        if sink is not None and any(record.replayed for record in records):
+            keep = [i for i, record in enumerate(records) if not record.replayed]
+            records, ids = [records[i] for i in keep], [ids[i] for i in keep]
+            clusters, sq_distances = clusters[keep], sq_distances[keep]
         if sink is None or not len(ids):
             return []
         mark = sink.position()
@@ -252,7 +286,7 @@ class SinkSet:
     def write_event(self, event: dict[str, Any]) -> None:
         """One lifecycle event (dropped when the events sink is disabled, or, logged, when
         the sink cannot serialise it)."""
-        if self.events is None:
+        if self.events is None or self._replaying:
             return
         try:
             with _device_errors("events"):
@@ -271,6 +305,9 @@ class SinkSet:
         for rejection in rejections:
             reason = rejection.reason.value
             record = rejection.record
+            if record.replayed:  # written before the crash that replays it
+                tally[reason] += 1
+                continue
             try:
                 self._dead_letter(record.value, reason, rejection.detail, record.position)
             except RECORD_ERRORS as exc:
@@ -285,6 +322,18 @@ class SinkSet:
                     continue
             tally[reason] += 1
         return dict(tally)
+
+    def begin_batch(self, records: list[Any], rejections: Iterable[Any]) -> None:
+        """The entries that follow belong to the batch of ``records`` and ``rejections``
+        (its events are dropped if every one of them is replayed)."""
+        everything = [*records, *(rejection.record for rejection in rejections)]
+        self._replaying = bool(everything) and all(record.replayed for record in everything)
+
+    def commit(self, positions: dict[str, dict[str, Any]], source: Any) -> None:
+        """Commit the outputs written so far with the source ``positions`` (transactional
+        sinks; nothing to do otherwise). See :meth:`OutputTransaction.commit`."""
+        if self.transaction is not None:
+            self.transaction.commit(positions, source)
 
     def _dead_letter(self, raw: bytes, reason: str, detail: str,
                      position: dict[str, Any]) -> None:

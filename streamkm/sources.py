@@ -67,12 +67,17 @@ class RawRecord:
         A framing-level problem found by the source: ``"oversized"`` (the record exceeded
         the size limit and was skipped) or ``"truncated"`` (an incomplete last record of a
         file that was rotated away). ``None`` if the record is fine.
+    replayed : bool
+        The record's outputs were already committed by an earlier run (transactional
+        outputs committed right before a crash kept the checkpoint from being written): the
+        model learns it again, but no sink writes anything for it.
     """
 
     value: bytes
     key: str | None
     position: dict[str, Any]
     error: str | None = None
+    replayed: bool = False
 
 
 @runtime_checkable

@@ -195,6 +195,10 @@ class KafkaConfig(_Section):
     bootstrap_timeout_ms: int = Field(default=5000, gt=0)
     reconnect_backoff_ms: int = Field(default=50, gt=0)
     reconnect_backoff_max_ms: int = Field(default=5000, gt=0)
+    #: Exactly-once Kafka outputs (docs/service.md, Kafka): unique per process, stable across
+    #: its restarts (a restart fences the previous incarnation's producer).
+    transactional_id: str | None = Field(default=None, min_length=1)
+    transaction_timeout_ms: int = Field(default=60000, gt=0)
     consumer: dict[str, Any] = Field(default_factory=dict)
     producer: dict[str, Any] = Field(default_factory=dict)
 
@@ -586,6 +590,30 @@ class ServiceConfig(_Section):
             raise ValueError(f"{key} (the model sink) is not supported with scaleout.enabled "
                              f"= true yet: the group's model versions are on "
                              f"scaleout.model_topic")
+        return self
+
+    @model_validator(mode="after")
+    def _transactions_need_kafka_both_ways(self) -> ServiceConfig:
+        tid = self.kafka.transactional_id
+        if tid is None:
+            default = type(self.kafka).model_fields["transaction_timeout_ms"].default
+            if self.kafka.transaction_timeout_ms != default:  # set for nothing
+                raise ValueError(f"kafka.transaction_timeout_ms = "
+                                 f"{self.kafka.transaction_timeout_ms!r} needs "
+                                 f"kafka.transactional_id")
+            return self
+        if self.source.kind != "kafka" or self.sinks.kind != "kafka":
+            raise ValueError(f"kafka.transactional_id = {tid!r} needs source.kind = 'kafka' and "
+                             f"sinks.kind = 'kafka', got {self.source.kind!r} and "
+                             f"{self.sinks.kind!r}")
+        if self.sinks.model_topic is not None:
+            raise ValueError(f"kafka.transactional_id = {tid!r} and sinks.model_topic = "
+                             f"{self.sinks.model_topic!r} cannot be combined yet (a model is "
+                             f"published outside the output transactions): use sinks.model "
+                             f"(a file) for the model")
+        if self.scaleout.enabled:
+            raise ValueError(f"kafka.transactional_id = {tid!r} is not supported with "
+                             f"scaleout.enabled = true (scale-out outputs: docs/scaleout.md)")
         return self
 
     @model_validator(mode="after")

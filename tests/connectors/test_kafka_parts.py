@@ -1,8 +1,9 @@
 """Kafka source and sinks without a broker: start offsets, lost partitions, float32 records,
-oversized messages, redelivery of unacknowledged output."""
+oversized messages, redelivery of unacknowledged output, message keys, replayed records."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +14,11 @@ from kafka import TopicPartition
 from streamkm.decoding import RecordDecoder
 from streamkm.exceptions import SinkError
 from streamkm.sources import OVERSIZED, RELEASED
-from streamkm_connectors.kafka_sinks import AssignmentKafkaSink, KafkaProducerHandle
+from streamkm_connectors.kafka_sinks import (
+    AssignmentKafkaSink,
+    KafkaProducerHandle,
+    position_key,
+)
 from streamkm_connectors.kafka_source import KafkaSource
 
 pytestmark = pytest.mark.unit
@@ -150,7 +155,7 @@ def test_unacknowledged_assignments_fail_the_sync_and_are_sent_again() -> None:
         sink.sync()
     handle._client.client.fail = False
     assert sink.sync() == {"topic": "out", "delivered": 1}
-    assert handle._client.client.sent == [("out", b"key-1"), ("out", b"key-1")]
+    assert handle._client.client.sent == [("out", b"a"), ("out", b"a")]
     sink.close()
 
 
@@ -193,5 +198,89 @@ def test_a_wedged_producer_is_replaced_and_its_unacknowledged_messages_sent_agai
     assert not handle._client.connected
     assert sink.sync() == {"topic": "out", "delivered": 2}
     second = WedgedProducer.instances[1]
-    assert first.sent == second.sent == [("out", None), ("out", None)]
+    assert first.sent == second.sent == [("out", b"a"), ("out", b"b")]
     sink.close()
+
+
+def test_with_transactional_outputs_records_below_the_committed_offset_are_replayed() -> None:
+    source = KafkaSource(topics=["t"], consumer_settings={"group_id": "g"},
+                         consumer_factory=FakeConsumer, replay_committed=True)
+    hooks = Hooks(source, {"t:0": {"topic": "t", "partition": 0, "offset": 4},
+                           "t:1": {"topic": "t", "partition": 1, "offset": 2, RELEASED: True}})
+    source.start(hooks)
+    consumer = source.consumer
+    # the transaction up to offset 6 committed, the checkpoint after it was never written
+    consumer.committed_offsets = {T0: 6, T1: 5}
+    consumer.listener.on_partitions_assigned({T0, T1})
+    assert consumer.paused == {T0, T1}  # both wait for the committed offset
+    consumer.to_fetch = {T0: [message(T0, o, b"{}") for o in range(4, 8)]}
+    source.poll(0)
+    consumer.to_fetch = {T0: [message(T0, o, b"{}") for o in range(4, 8)]}
+    source.poll(0)
+    assert consumer.seeks == {T0: 4, T1: 5}  # owned: the checkpoint; released: the larger
+    records = hooks.parts["t:0"].next_batch(10)
+    assert [(r.position["offset"], r.replayed) for r in records] == [
+        (4, True), (5, True), (6, False), (7, False)]
+    # offsets go to the transaction, never committed on their own
+    offsets, group = source.transaction_offsets({"t:0": {"offset": 8}})
+    assert {tp: om.offset for tp, om in offsets.items()} == {T0: 8}
+    source.commit({"t:0": {"offset": 8}})
+    assert consumer.commits == []
+
+
+def test_sinkset_writes_nothing_for_replayed_records() -> None:
+    from streamkm.decoding import RejectReason
+    from streamkm.sinks import SinkSet
+    from streamkm.sources import RawRecord
+
+    class Memory:
+        def __init__(self) -> None:
+            self.entries: list[Any] = []
+
+        def position(self) -> dict[str, Any]:
+            return {"entries": len(self.entries)}
+
+        def write_assignments(self, ids: Any, clusters: Any, sq: Any, step: int) -> None:
+            self.entries.extend(zip(ids, clusters.tolist()))
+
+        def write_event(self, event: dict[str, Any]) -> None:
+            self.entries.append(event["event"])
+
+        def write_dead_letter(self, raw: bytes, reason: str, detail: str, pos: Any) -> None:
+            self.entries.append(raw)
+
+    def record(offset: int, replayed: bool) -> RawRecord:
+        return RawRecord(b"r", None, {"offset": offset}, replayed=replayed)
+
+    assignments, events, dead = Memory(), Memory(), Memory()
+    sinks = SinkSet(assignments=assignments, events=events,  # type: ignore[arg-type]
+                    dead_letter=dead)  # type: ignore[arg-type]
+    records = [record(0, True), record(1, False)]
+    rejected = [SimpleNamespace(reason=RejectReason.EMPTY, detail="", record=record(2, True))]
+    sinks.begin_batch(records, rejected)
+    sinks.write_assignments(records, ["a", "b"], np.array([3, 4]), np.array([0.1, 0.2]), 1)
+    sinks.write_event({"event": "converged"})
+    assert sinks.write_dead_letters(rejected) == {"empty": 1}  # counted, not written
+    assert assignments.entries == [("b", 4)] and events.entries == ["converged"]
+    assert dead.entries == []
+    sinks.begin_batch([record(3, True)], [])  # only replayed records: no events either
+    sinks.write_event({"event": "woke"})
+    assert events.entries == ["converged"]
+
+
+def test_keys_make_the_last_message_per_key_exact() -> None:
+    handle = KafkaProducerHandle({}, producer_factory=FakeProducer)
+    handle._client.get().fail = False
+    sink = AssignmentKafkaSink(handle, "out")
+    records = [SimpleNamespace(raw_key=b"in", key="in", headers=(("h", b"v"),)),
+               SimpleNamespace(raw_key=None, key=None, headers=())]
+    sink.write_record_assignments(records, ["a\udc80", 7], np.array([0, 1]),
+                                  np.array([0.1, 0.2]), 1)
+    # the key is the id exactly as the value carries it (escaped the same way)
+    assert [m[0] for m in sink._pending] == [b"a\\x80", b"7"]
+    assert [json.loads(m[1])["id"] for m in sink._pending] == ["a\\x80", 7]
+    assert sink._pending[0][2] == [("h", b"v"), ("input_key", b"in")]
+    sink.close()
+    assert position_key({"topic": "t", "partition": 2, "offset": 9}) == b"t:2:9"
+    assert position_key({"topic": "t", "partition": 2, "offset": 9, "length": 5}) == b"t:2:9"
+    assert position_key({"partition": "*.jsonl", "file": "a.jsonl", "offset": 3}) == b"a.jsonl:3"

@@ -92,13 +92,22 @@ def test_consumes_every_partition_dead_letters_poison_and_reports(
         by_id[entry["id"]] = (msg, entry)
     assert set(by_id) == {f"r{i}" for i in range(n_valid)}
     msg, entry = by_id["r7"]
-    assert msg.key == b"k7" and ("trace", b"t-1") in msg.headers
+    # keyed by the record id whatever the input key (compaction / last-per-id readers);
+    # the input key and headers travel as headers
+    assert msg.key == b"r7" and ("trace", b"t-1") in msg.headers
+    assert ("input_key", b"k7") in msg.headers
     assert 0 <= entry["cluster"] < 4 and entry["step"] >= 1
     assert entry["distance"] == pytest.approx(np.sqrt(entry["sq_distance"]))
 
     dead = read_topic(kafka_broker.bootstrap, f"{topic}-out-dlq")
     assert len(dead) == len(POISON)
     got = {msg.value: dict(msg.headers) for msg in dead}
+    keys = {msg.key for msg in dead}
+    assert len(keys) == len(POISON)  # keyed by position: one key per rejected record
+    for msg in dead:
+        headers = dict(msg.headers)
+        assert msg.key == b":".join((headers["source_topic"], headers["source_partition"],
+                                     headers["source_offset"]))
     for value, reason in POISON:
         headers = got[value]
         assert headers["reason"] == reason.encode()

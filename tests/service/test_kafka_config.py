@@ -56,8 +56,39 @@ def test_settings_pass_through_and_secrets_stay_hidden(tmp_path: Path) -> None:
      "unknown config key 'kafka.bootstrap_server'"),
     ({"source": {"paths": ["a"]}, "sinks": {"dead_letter_topic": "dlq"}},
      "sinks.dead_letter_topic = 'dlq' needs sinks.kind = 'kafka'"),
+    ({"source": KAFKA_SOURCE, "kafka": {"transactional_id": "t1"}},
+     "kafka.transactional_id = 't1' needs source.kind = 'kafka' and sinks.kind = 'kafka', "
+     "got 'kafka' and 'file'"),
+    ({"source": KAFKA_SOURCE, "sinks": {"kind": "kafka"}, "kafka": {"transactional_id": ""}},
+     "'kafka.transactional_id' has bad value ''"),
+    ({"source": KAFKA_SOURCE, "sinks": {"kind": "kafka"},
+      "kafka": {"transaction_timeout_ms": 1000}},
+     "kafka.transaction_timeout_ms = 1000 needs kafka.transactional_id"),
+    ({"source": KAFKA_SOURCE, "sinks": {"kind": "kafka"}, "scaleout": {"enabled": True},
+      "kafka": {"transactional_id": "t1"}},
+     "kafka.transactional_id = 't1' is not supported with scaleout.enabled = true"),
+    ({"source": KAFKA_SOURCE, "sinks": {"kind": "kafka"},
+      "kafka": {"producer": {"transactional_id": "t1"}}},
+     "kafka.producer.transactional_id = 't1' is set by streamkm or in [kafka]"),
 ])
 def test_bad_kafka_config_is_a_clear_error(raw: dict, message: str) -> None:
     with pytest.raises(ConfigError, match="invalid configuration") as info:
         config_from_mapping({**BASE, **raw})
     assert message in str(info.value)
+
+
+def test_transactional_outputs_reach_the_producer_and_the_source() -> None:
+    from streamkm_connectors.kafka_sinks import KafkaOutputTransaction, kafka_sinks_from_config
+    from streamkm_connectors.kafka_source import kafka_source_from_config
+
+    config = config_from_mapping({**BASE, "source": KAFKA_SOURCE, "sinks": {"kind": "kafka"},
+                                  "kafka": {"transactional_id": "node-1",
+                                            "transaction_timeout_ms": 20000}})
+    *sinks, transaction = kafka_sinks_from_config(config.sinks, config.kafka)
+    assert isinstance(transaction, KafkaOutputTransaction)
+    assert transaction.settings["transactional_id"] == "node-1"
+    assert transaction.settings["transaction_timeout_ms"] == 20000
+    assert "transactional_id" not in config.kafka.client_settings()  # not for the consumer
+    assert kafka_source_from_config(config.source, config.kafka).replay_committed
+    for sink in filter(None, sinks):  # the model sink is off
+        sink.close()
