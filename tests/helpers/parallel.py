@@ -9,7 +9,8 @@
   worker is free; tests marked ``slow`` come first, ``unit`` tests last, so the longest
   tests start early and the short ones fill the end.
 * Warm-up: hypothesis's Unicode tables are built (and cached under ``.hypothesis/``) once,
-  in the controller, before the workers start.
+  in the controller, before the workers start; :mod:`tests.helpers.numba_warmup` compiles
+  the numba kernels into their cache in the background while the workers collect.
 
 xdist's own ``--dist loadgroup`` passes groups by renaming node ids, which pytest >= 9.2
 ignores (pytest-xdist issue 1386): here each worker writes its groups to a file the
@@ -21,11 +22,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_warmup: list[subprocess.Popen[bytes]] = []
 
 #: Where the workers write ``{node id: group}`` (set by the controller for its workers).
 GROUPS_DIR_ENV = "STREAMKM_TEST_GROUPS_DIR"
@@ -69,17 +76,27 @@ def _distributing(config: pytest.Config) -> bool:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not _distributing(session.config):
         return
+    from hypothesis.errors import HypothesisSideeffectWarning
     from hypothesis.internal import charmap  # internal API: only a cache warm-up
 
-    charmap.charmap()
-    charmap.intervals_from_codec("utf-8")
+    with warnings.catch_warnings():  # hypothesis warns of slow plugins: this is the point
+        warnings.simplefilter("ignore", HypothesisSideeffectWarning)
+        charmap.charmap()
+        charmap.intervals_from_codec("utf-8")
     # the workers are started later (session start) and inherit the environment
     os.environ[GROUPS_DIR_ENV] = tempfile.mkdtemp(prefix="streamkm-xdist-groups-")
+    _warmup.append(subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.numba_warmup"], cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _distributing(config) and (folder := os.environ.pop(GROUPS_DIR_ENV, None)):
         shutil.rmtree(folder, ignore_errors=True)
+    for proc in _warmup:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 @pytest.hookimpl(trylast=True)
