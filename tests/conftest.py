@@ -22,10 +22,11 @@ worker processes, beside the tests of the others (:mod:`tests.helpers.parallel`)
   creates (network namespace, address) a random part in its name;
 - use its own topics and groups on the ``kafka_broker`` fixture (one broker per worker);
 - wait for conditions with deadlines, never on fixed sleeps (the machine is shared);
-- if it still cannot share the machine (root network configuration, a timing bound that
-  other load breaks), carry ``pytest.mark.xdist_group("name")``: the tests of a group run
-  on one worker, one after the other. ``netns`` tests are one group already, and so are the
-  tests of a module with a module- or class-scoped fixture (one group per module).
+- if it shares state with other tests that must not run at the same time, carry
+  ``pytest.mark.xdist_group("name")``: the tests of a group run on one worker, one after
+  the other (the tests of a module with a module- or class-scoped fixture are one group);
+- if its timing bounds do not hold beside other load, carry ``pytest.mark.alone``: it runs
+  while no other test runs (``netns`` tests are alone and one group already).
 """
 
 from __future__ import annotations

@@ -5,9 +5,12 @@
   other test of that group, one after the other. Tests marked ``netns`` form the ``netns``
   group; the tests of a module that defines a module- or class-scoped fixture form one group
   per module (its live stack is built once, not once per worker).
+* Alone: a test marked ``alone`` (and every ``netns`` test: its timing bounds hold on a
+  quiet machine) runs while the other workers wait (a lock file shared by every test).
 * Order: work is handed out in collection order, one test (or group) at a time to whichever
-  worker is free; tests marked ``slow`` come first, ``unit`` tests last, so the longest
-  tests start early and the short ones fill the end.
+  worker is free; tests marked ``slow`` come first, then the other process tests, then the
+  ``unit`` tests (the longest start early, the short ones fill the end), and the tests that
+  run alone after all of them.
 * Warm-up: hypothesis's Unicode tables are built (and cached under ``.hypothesis/``) once,
   in the controller, before the workers start; :mod:`tests.helpers.numba_warmup` compiles
   the numba kernels into their cache in the background while the workers collect.
@@ -19,6 +22,7 @@ controller's scheduler reads when every worker has collected.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -27,6 +31,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,8 +43,15 @@ _warmup: list[subprocess.Popen[bytes]] = []
 GROUPS_DIR_ENV = "STREAMKM_TEST_GROUPS_DIR"
 
 
+def _alone(item: pytest.Item) -> bool:
+    return bool(item.get_closest_marker("alone") or item.get_closest_marker("netns"))
+
+
 def _rank(item: pytest.Item) -> int:
-    """``slow`` first, then the other process tests, ``unit`` last."""
+    """``slow`` first, then the other process tests, then ``unit``; the tests that run alone
+    at the very end (when they start, the other workers are finishing short tests)."""
+    if _alone(item):
+        return 3
     if item.get_closest_marker("slow"):
         return 0
     return 2 if item.get_closest_marker("unit") else 1
@@ -111,6 +123,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tmp = Path(folder) / f".{worker}.json"
     tmp.write_text(json.dumps(groups))
     tmp.replace(Path(folder) / f"{worker}.json")
+
+
+@pytest.fixture(autouse=True)
+def _share_the_machine(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under xdist, a test marked ``alone`` (or ``netns``) runs while no other test runs: it
+    holds the machine lock exclusively, every other test holds it shared. A waiting
+    exclusive holder keeps the gate, so new shared holders queue behind it."""
+    folder = os.environ.get(GROUPS_DIR_ENV)
+    if not folder or not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    alone = _alone(request.node)
+    with open(Path(folder) / "gate.lock", "a") as gate, \
+            open(Path(folder) / "machine.lock", "a") as machine:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(machine, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(optionalhook=True)
