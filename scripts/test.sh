@@ -9,6 +9,9 @@
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/cluster/test_engine_api.py -k state,
 # or a part of the suite by marker: scripts/test.sh -m unit (also kafka, prometheus,
 # integration, "not slow"; see README). Without arguments: the whole suite (what CI runs).
+# pytest runs in STREAMKM_TEST_WORKERS parallel processes (pytest-xdist; default 4: most of
+# the process tests' time is waiting; 0 runs in this process); the rules a test follows to
+# run beside others are in tests/conftest.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 \
@@ -29,4 +32,4 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev]"
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q -n "${STREAMKM_TEST_WORKERS:-4}" "$@"

@@ -164,7 +164,8 @@ def _row_types_ok(decoder: Any, indices: list[Any], values: list[Any], record: R
         if not 0 <= v < decoder.dim:
             rejections.append(reject(
                 RejectReason.INDEX_OUT_OF_RANGE,
-                f"index {quote(str(v))} at position {j} is outside [0, {decoder.dim})",
+                f"index {v} at position {j} is outside [0, {decoder.dim}) "
+                f"in {quote(record.value)}",
                 record))
             return False
     for j, v in enumerate(values):

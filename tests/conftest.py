@@ -6,9 +6,27 @@ Every test carries at least one category marker (registered in pyproject.toml):
 - ``integration``: starts real processes (``streamkm run``/``demo``, the console script,
   ``systemd-analyze``) but needs no broker and no Prometheus;
 - ``kafka``: uses a Tansu broker; ``prometheus``: uses the real Prometheus or promtool;
-- ``slow``: long (quality, recovery, live stacks); combined with the others.
+- ``slow``: long (quality, recovery, live stacks); combined with the others;
+- ``netns``: creates Linux network namespaces (root); combined with the others.
 
-Modules set them with ``pytestmark``; collection fails when a test has none.
+Modules set them with ``pytestmark``; collection fails when a test has none, or is marked both
+``unit`` and ``slow`` (a slow in-process test is ``slow`` only: ``-m unit`` stays fast).
+
+Parallel runs (``scripts/test.sh``: ``-n 4``, pytest-xdist): each test runs in one of several
+worker processes, beside the tests of the others (:mod:`tests.helpers.parallel`). A test must
+
+- listen only on ports from :func:`tests.helpers.processes.free_port` (each worker has its own
+  block, below the kernel's ephemeral range) or ``port = 0``, never on a fixed port of the
+  root network namespace (inside a namespace the test creates, any port);
+- write only under ``tmp_path``, never into the checkout; give any global resource it
+  creates (network namespace, address) a random part in its name;
+- use its own topics and groups on the ``kafka_broker`` fixture (one broker per worker);
+- wait for conditions with deadlines, never on fixed sleeps (the machine is shared);
+- if it shares state with other tests that must not run at the same time, carry
+  ``pytest.mark.xdist_group("name")``: the tests of a group run on one worker, one after
+  the other (the tests of a module with a module- or class-scoped fixture are one group);
+- if its timing bounds do not hold beside other load, carry ``pytest.mark.alone``: it runs
+  while no other test runs (``netns`` tests are alone and one group already).
 """
 
 from __future__ import annotations
@@ -27,11 +45,14 @@ from tests.helpers.prometheus_server import (
     scrape_config_for_target,
 )
 
+pytest_plugins = ["tests.helpers.parallel"]
+
 CATEGORY_MARKERS = ("unit", "integration", "kafka", "prometheus", "slow")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Fail the run when a collected test has no category marker (see the docstring)."""
+    """Fail the run when a collected test has no category marker, or is both ``unit`` and
+    ``slow`` (see the docstring)."""
     unmarked = [item.nodeid for item in items
                 if not any(item.get_closest_marker(name) for name in CATEGORY_MARKERS)]
     if unmarked:
@@ -39,6 +60,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             f"{len(unmarked)} test(s) have none of the markers {', '.join(CATEGORY_MARKERS)}; "
             f"set pytestmark = pytest.mark.unit (or the right one) in their module: "
             + ", ".join(unmarked[:20]) + (" ..." if len(unmarked) > 20 else ""))
+    slow_units = [item.nodeid for item in items
+                  if item.get_closest_marker("unit") and item.get_closest_marker("slow")]
+    if slow_units:
+        raise pytest.UsageError(
+            f"{len(slow_units)} test(s) are marked both unit (fast) and slow; "
+            f"mark a slow in-process test slow only: " + ", ".join(slow_units[:20]))
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.sketch import ApproxSVD
 from streamkm._randomized_svd import randomized_svd
 
-pytestmark = pytest.mark.unit
+# per test: the ARI floors of the defaults are slow, not unit (``-m unit`` stays fast)
 
 _spec = importlib.util.spec_from_file_location(
     "_quality_data", Path(__file__).resolve().parents[1] / "benchmarks" / "_quality_data.py")
@@ -37,6 +37,7 @@ class _NoDense(sp.csr_matrix):
         raise AssertionError("sparse input was densified")
 
 
+@pytest.mark.unit
 def test_randomized_svd_matches_numpy_on_sparse_input_without_densifying():
     rng = np.random.default_rng(0)
     # sparse factors: an exactly rank-8 matrix with about 30% nonzeros
@@ -50,6 +51,7 @@ def test_randomized_svd_matches_numpy_on_sparse_input_without_densifying():
     np.testing.assert_allclose(np.abs(vt @ vt_ref[:4].T), np.eye(4), atol=1e-6)
 
 
+@pytest.mark.unit
 def test_power_iterations_sharpen_the_subspace():
     x, _ = quality_data.planted_topics(600, 6, 2000, seed=0)
     _, s_ref, _ = np.linalg.svd(x.toarray(), full_matrices=False)
@@ -61,6 +63,7 @@ def test_power_iterations_sharpen_the_subspace():
     assert captured[1] >= 0.99 * float((s_ref[:6] ** 2).sum())
 
 
+@pytest.mark.unit
 def test_approx_svd_sketch_clusters_sparse_text_like_truncated_svd():
     x, labels = quality_data.planted_topics(2000, 8, 4000, seed=3)
     r = 8
@@ -74,6 +77,7 @@ def test_approx_svd_sketch_clusters_sparse_text_like_truncated_svd():
     assert scores["ours"] >= 0.95 * scores["sklearn"], scores
 
 
+@pytest.mark.unit
 def test_monitor_converges_on_a_plateau_and_not_while_improving():
     monitor = ConvergenceMonitor(tol=1e-3, patience=10, wake_margin=0.1, smoothing=0.2)
     events = [monitor.observe(1.0 / (1 + 0.05 * i), 0.01) for i in range(40)]
@@ -82,6 +86,7 @@ def test_monitor_converges_on_a_plateau_and_not_while_improving():
     assert "converged" in plateau
 
 
+@pytest.mark.unit
 def test_monitor_hysteresis_stops_flapping_on_a_drifting_stream():
     monitor = ConvergenceMonitor(tol=1e-3, patience=5, wake_margin=0.1, smoothing=0.5)
     level = 1.0

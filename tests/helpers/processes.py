@@ -9,6 +9,8 @@ Start it with :func:`start_service` (or the ``service_process`` fixture of
 from __future__ import annotations
 
 import json
+import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,11 +26,51 @@ from typing import Any
 ServiceStarter = Callable[..., subprocess.Popen[bytes]]
 
 
+#: Under pytest-xdist each worker hands out ports from its own block below the kernel's
+#: ephemeral range (32768-60999 by default), so a port :func:`free_port` returned is never
+#: taken meanwhile by another worker's :func:`free_port`, nor by the kernel for a client's
+#: connection or a ``port = 0`` listener.
+PORT_BLOCK_START, PORT_BLOCK_SIZE = 12000, 1200
+_next_port: dict[str, int] = {}
+
+
+def _port_block() -> range | None:
+    """This xdist worker's block of ports (``None`` outside xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    start = PORT_BLOCK_START + int(worker[2:]) * PORT_BLOCK_SIZE
+    if start + PORT_BLOCK_SIZE > 32768:
+        raise RuntimeError(f"too many xdist workers for the test port blocks: {worker}")
+    return range(start, start + PORT_BLOCK_SIZE)
+
+
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now, for a process the test starts to listen on.
+
+    Outside xdist: one the kernel picks (free a moment ago). Under xdist: the next port of
+    this worker's block that binds (see :data:`PORT_BLOCK_START`), which no other test
+    process hands out; a port is handed out again only after the whole block.
+    """
+    block = _port_block()
+    if block is None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    key = os.environ["PYTEST_XDIST_WORKER"]
+    # start where an earlier run of this worker probably did not (TIME_WAIT leftovers)
+    index = _next_port.get(key, random.randrange(len(block)))
+    for _ in range(len(block)):
+        port = block[index % len(block)]
+        index += 1
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))  # no SO_REUSEADDR: TIME_WAIT counts as busy
+            except OSError:
+                continue
+        _next_port[key] = index
+        return port
+    raise RuntimeError(f"no free port in {block} for xdist worker {key}")
 
 
 def start_service(config: Path, log: Path, *, command: str = "run",

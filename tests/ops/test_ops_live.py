@@ -99,7 +99,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory,
                 " and on () increase(streamkm_checkpoints_total[1m]) > 0"
                 " and on () increase(streamkm_cluster_splits_total[1m]) > 0"
                 " and on () increase(streamkm_resketches_total{trigger=\"drift\"}[1m]) > 0"
-                " and on () increase(streamkm_resketches_total{trigger=\"schedule\"}[1m]) > 0")
+                " and on () increase(streamkm_resketches_total{trigger=\"schedule\"}[1m]) > 0"
+                " and on () count(streamkm_cluster_records) > 0")
             return bool(got)
 
         wait_for(enough_scrapes, 60, "6 scrapes of a busy service by Prometheus, with a "

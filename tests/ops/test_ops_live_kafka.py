@@ -112,7 +112,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory,
                 " and on () increase(streamkm_checkpoints_total[1m]) > 0"
                 " and on () increase(streamkm_kafka_commits_total[1m]) > 0"
                 f" and on () count(streamkm_kafka_consumer_lag_records) == {PARTITIONS}"
-                " and on () count(streamkm_kafka_broker_connected == 1) == 2"))
+                " and on () count(streamkm_kafka_broker_connected == 1) == 2"
+                " and on () count(streamkm_cluster_records) > 0"))
 
         wait_for(enough_scrapes, 90, "6 scrapes of a busy Kafka-source service", s.alive,
                  interval=0.5)

@@ -132,7 +132,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory,
                 " and on () count(streamkm_leader == 1) == 1"
                 " and on () sum(rate(streamkm_updates_sent_total[1m])) > 0"
                 " and on () sum(rate(streamkm_updates_applied_total[1m])) > 0"
-                " and on () sum(rate(streamkm_model_versions_published_total[1m])) > 0"))
+                " and on () sum(rate(streamkm_model_versions_published_total[1m])) > 0"
+                # the per-cluster series appear after the first batches on a model
+                " and on () count(streamkm_cluster_records) > 0"))
 
         wait_for(ready, 60, "one leader and two busy scale-out processes in Prometheus",
                  s.alive, interval=0.5)

@@ -3,12 +3,12 @@ environment and in errors (issues 13 and 19), driven through the command line.""
 
 from __future__ import annotations
 
-import socket
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.processes import free_port
 from tests.helpers.service_process import busy_port, cli
 from tests.service.test_config import MINIMAL
 from streamkm.service.config import config_from_mapping, load_config
@@ -95,9 +95,7 @@ def test_config_check_ok_warns_about_missing_input(tmp_path: Path) -> None:
 
 
 def test_config_check_finds_busy_port_and_unreachable_broker(tmp_path: Path) -> None:
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        dead = closed.getsockname()[1]
+    dead = free_port()  # nobody listens there (under xdist: no other worker either)
     with busy_port() as port:
         text = BASE.replace("port = 0", f"port = {port}") + (
             f'[sinks]\nkind = "kafka"\n[kafka]\nbootstrap_servers = ["127.0.0.1:{dead}"]\n')

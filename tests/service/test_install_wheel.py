@@ -1,15 +1,27 @@
 """The install section of docs/operations.md works: build the wheel with ``python -m build``,
-install it in a fresh virtual environment (dependencies from pip's configured indexes),
-run ``streamkm --version`` and a 10-second ``streamkm demo``."""
+install it with pip in a fresh virtual environment, run ``streamkm --version`` and a
+10-second ``streamkm demo``.
+
+The fresh environment sees, besides what pip installs there, exactly the distributions the
+wheel's own ``Requires-Dist`` names (recursively, the versions of this test's environment,
+linked in through a ``.pth`` directory instead of unpacked again: pip checks them against the
+wheel's version bounds and installs the wheel only). A dependency missing from
+``pyproject.toml`` fails the demo; resolving the dependencies from the package index is what
+``scripts/test.sh``'s own ``pip install`` does on every run."""
 
 from __future__ import annotations
 
+import email
 import os
 import subprocess
 import sys
+import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from streamkm import __version__
 
@@ -30,6 +42,35 @@ def _source_tree(target: Path) -> Path:
     return target
 
 
+def _requirement_closure(wheel: Path) -> list[metadata.Distribution]:
+    """The installed distributions the wheel requires, recursively (extras not taken)."""
+    with zipfile.ZipFile(wheel) as zf:
+        (meta,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        pending = email.message_from_bytes(zf.read(meta)).get_all("Requires-Dist") or []
+    seen: dict[str, metadata.Distribution] = {}
+    while pending:
+        req = Requirement(pending.pop())
+        name = canonicalize_name(req.name)
+        if name in seen or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        seen[name] = dist = metadata.distribution(req.name)
+        pending.extend(dist.requires or [])
+    return list(seen.values())
+
+
+def _link_distributions(dists: list[metadata.Distribution], target: Path) -> Path:
+    """A folder of links to the files of ``dists`` (their top-level entries in site-packages
+    and their metadata), nothing else."""
+    target.mkdir()
+    for dist in dists:
+        site = Path(dist.locate_file(""))
+        tops = {Path(f).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
+        for top in tops:
+            if (site / top).exists() and not (target / top).exists():
+                (target / top).symlink_to(site / top)
+    return target
+
+
 def test_wheel_installs_in_fresh_venv_and_runs_demo(tmp_path: Path) -> None:
     if not (REPO / ".git").exists():
         pytest.skip("needs a git checkout to list the source files")
@@ -39,9 +80,14 @@ def test_wheel_installs_in_fresh_venv_and_runs_demo(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "dist").glob("streamkm-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    deps = _link_distributions(_requirement_closure(wheel), tmp_path / "deps")
+    (site,) = venv.glob("lib/python3*/site-packages")
+    (site / "streamkm-test-deps.pth").write_text(f"{deps}\n")
     install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)],
                              capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr[-3000:]
+    installed = {p.name.split("-")[0] for p in site.glob("*.dist-info")}
+    assert installed <= {"streamkm", "pip", "setuptools"}, installed  # the wheel only
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     version = subprocess.run([str(venv / "bin" / "streamkm"), "--version"], env=env,
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
