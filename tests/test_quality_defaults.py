@@ -126,3 +126,21 @@ def test_eigengap_gamma_is_no_worse_than_the_median_heuristic_on_blobs():
             model = MiniBatchKernelKMeans(5, gamma=gamma, random_state=seed).fit(x)
             store.append(adjusted_rand_score(y, model.predict(x)))
     assert np.median(auto) >= np.median(median) - 0.02, (auto, median)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("rows", [[[1e-45], [0.0]], [[1e-45], [0.0], [3e-45], [0.0]],
+                                  [[5e-324, 1.0], [0.0, 1.0]], [[1e-300], [0.0], [2e-300]]])
+def test_width_and_distances_are_finite_for_subnormal_input(dtype, kernel, rows):
+    """A width rule divides by a typical distance: rows that differ by subnormal amounts
+    must still give a gamma that is finite in the data's dtype and finite distances."""
+    x = np.array(rows, dtype=dtype)
+    for gamma in ("auto", "median", "eigengap"):
+        model = MiniBatchKernelKMeans(2, kernel=kernel, gamma=gamma, n_init=1,
+                                      random_state=0).fit(x)
+        assert np.isfinite(model.gamma_) and model.gamma_ > 0
+        assert np.isfinite(np.asarray(model.gamma_, dtype=dtype))
+        distances = model.transform(x)
+        assert distances.dtype == dtype and np.all(np.isfinite(distances))
+        assert np.all(distances >= 0)
