@@ -144,3 +144,49 @@ def test_width_and_distances_are_finite_for_subnormal_input(dtype, kernel, rows)
         distances = model.transform(x)
         assert distances.dtype == dtype and np.all(np.isfinite(distances))
         assert np.all(distances >= 0)
+
+
+def test_auto_width_picks_the_heat_kernel_on_rings_and_keeps_it_in_the_state(tmp_path):
+    """gamma="auto" (the default) decides once, on the initialisation sample: rings get the
+    heat kernel (the median-width rbf cuts across them), and the choice survives save/load."""
+    from sklearn.datasets import make_circles
+
+    x, y = make_circles(1000, factor=0.5, noise=0.05, random_state=0)
+    model = MiniBatchKernelKMeans(2, random_state=0).fit(x)
+    assert model.kernel_.name == "heat" and model.gamma_ is None
+    assert adjusted_rand_score(y, model.labels_) >= 0.95
+    model.save(tmp_path / "m.npz")
+    loaded = MiniBatchKernelKMeans.load(tmp_path / "m.npz")
+    assert loaded.kernel_.name == "heat"
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    rows = np.random.default_rng(1).normal(size=(64, 2)).astype(np.float32)
+    assert MiniBatchKernelKMeans(2, random_state=0).fit(x.astype(np.float32)).transform(
+        rows).dtype == np.float32
+
+
+def test_auto_width_keeps_the_median_rbf_on_blobs_and_with_drift_handling():
+    from sklearn.datasets import make_blobs, make_circles
+
+    x, _ = make_blobs(1000, centers=4, random_state=0)
+    model = MiniBatchKernelKMeans(4, random_state=0).fit(x)
+    median = MiniBatchKernelKMeans(4, gamma="median", random_state=0).fit(x)
+    assert model.kernel_.name == "rbf" and model.gamma_ == median.gamma_
+    np.testing.assert_array_equal(model.labels_, median.labels_)
+    rings, _ = make_circles(1000, factor=0.5, noise=0.05, random_state=0)
+    drifting = MiniBatchKernelKMeans(2, drift=True, random_state=0).partial_fit(rings)
+    assert drifting.kernel_.name == "rbf"  # a graph fixed on the first batch cannot follow drift
+
+
+def test_checkpoint_with_a_numeric_gamma_still_loads(tmp_path):
+    """States written before gamma="auto" could choose a kernel hold gamma as a number."""
+    from streamkm.state_io import read_npz, write_npz_atomic
+
+    x = np.random.default_rng(0).normal(size=(300, 3))
+    model = MiniBatchKernelKMeans(3, gamma=0.7, random_state=0).fit(x)
+    arrays, meta = model.get_state()
+    meta["params"]["gamma"] = 0.7
+    write_npz_atomic(tmp_path / "old.npz", arrays, meta)
+    loaded = MiniBatchKernelKMeans.load(tmp_path / "old.npz")
+    assert loaded.kernel_.name == "rbf" and loaded.gamma_ == 0.7
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    assert read_npz(tmp_path / "old.npz")[1]["kernel_spec"]["gamma"] == 0.7
