@@ -175,6 +175,10 @@ def test_auto_width_keeps_the_median_rbf_on_blobs_and_with_drift_handling():
     rings, _ = make_circles(1000, factor=0.5, noise=0.05, random_state=0)
     drifting = MiniBatchKernelKMeans(2, drift=True, random_state=0).partial_fit(rings)
     assert drifting.kernel_.name == "rbf"  # a graph fixed on the first batch cannot follow drift
+    sketched = MiniBatchKernelKMeans(2, random_state=0)
+    sketched.step(rings, raw=rings)
+    assert sketched.kernel_.name == "rbf"  # a fitted graph kernel cannot be re-sketched
+    sketched.resketch(lambda raw: np.asarray(raw) * 2.0)
 
 
 def test_checkpoint_with_a_numeric_gamma_still_loads(tmp_path):

@@ -76,7 +76,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         for rbf / laplacian: the median width, or the heat kernel (10 neighbours) when
         the median width's partition of the sample cuts more than twice as many k-nn graph
         edges as the heat kernel's (non-convex clusters such as moons and rings; not with
-        drift handling, nor below max(500, 20 k) sample rows); the choice is ``kernel_``
+        drift handling or raw rows for re-sketching, nor below max(500, 20 k) sample
+        rows); the choice is ``kernel_``
         and ``gamma_`` (None for heat), kept in the state. Rule, evidence and limits:
         docs/kernels.md.
     kernel_params : dict, optional
@@ -336,7 +337,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self._kernel_spec = build_kernel(
             self.kernel, self.gamma, sample=sample, rng=rng, n_clusters=k, degree=self.degree,
             coef0=float(self.coef0), kernel_params=self.kernel_params, landmarks=landmarks,
-            allow_graph=self._drift_policy() is None,
+            # a graph fixed on this sample can neither follow drift nor be re-sketched
+            allow_graph=self._drift_policy() is None and raw_sample is None,
         )
         self.gamma_ = self._kernel_spec.gamma
         sample = self._kernel_spec.prepare(sample)
