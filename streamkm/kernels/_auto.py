@@ -14,8 +14,9 @@ initialisation sample, which of the two kernels to use, without labels:
 2. Score both partitions by their normalised cut on the heat kernel's k-nn graph,
    sum_j cut(C_j) / vol(C_j): how many graph edges the partition cuts, a label-free measure
    of whether clusters follow the data's connected shapes.
-3. Keep the median-width kernel unless the heat partition cuts fewer than ``NCUT_RATIO``
-   times as many edges. On convex clusters both partitions agree (same cut) and the
+3. Keep the median-width kernel unless the heat partition's cut is below ``NCUT_RATIO``
+   times the median width's and at least ``NCUT_MARGIN`` lower (well-separated convex
+   clusters have both cuts near 0). On convex clusters both partitions agree (same cut) and the
    median width stays, so nothing changes there; on moons and rings the median width cuts
    across the shapes and the heat kernel is chosen, fitted on the whole initialisation
    decision rows (its landmarks, at most ``DECISION_ROWS``; every other row, in ``fit`` and
@@ -37,8 +38,8 @@ import scipy.sparse as sp
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
-__all__ = ["AUTO_MIN_ROWS", "DECISION_ROWS", "AUTO_NEIGHBORS", "NCUT_RATIO", "choose_auto_kernel",
-           "normalized_cut"]
+__all__ = ["AUTO_MIN_ROWS", "AUTO_NEIGHBORS", "DECISION_ROWS", "NCUT_MARGIN", "NCUT_RATIO",
+           "choose_auto_kernel", "normalized_cut"]
 
 AUTO_MIN_ROWS = 500
 DECISION_ROWS = 1000
@@ -46,6 +47,8 @@ DECISION_ROWS = 1000
 #: on noisy moons (ARI 1.00 vs 0.66 at noise 0.1) and the same elsewhere (docs/kernels.md)
 AUTO_NEIGHBORS = 10
 NCUT_RATIO = 0.5
+#: ... and by at least this much: well-separated convex clusters have both cuts near 0
+NCUT_MARGIN = 0.01
 _N_STARTS = 5
 _MAX_ITER = 50
 
@@ -118,6 +121,7 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
     for name, kmat in (("width", width_spec.block(rows, rows)),
                        ("heat", features @ features.T)):
         cuts[name] = normalized_cut(adjacency, _kernel_lloyd(kmat, n_clusters, rng), n_clusters)
-    if cuts["heat"] < NCUT_RATIO * cuts["width"]:
+    if (cuts["heat"] < NCUT_RATIO * cuts["width"]
+            and cuts["width"] - cuts["heat"] > NCUT_MARGIN):
         return heat
     return width_spec
