@@ -151,7 +151,8 @@ def section_exact_time(repeats: int) -> None:
     print("\n| PenDigits, float32, one thread | time s | ARI |")
     print("|---|---|---|")
     print(f"| MiniBatchKernelKMeans defaults | {summary(ours_t)} | {summary(ours_ari)} |")
-    print(f"| exact KernelKMeans, same kernel as ours in each repeat, n_init=1 | {summary(exact_t)} | {summary(exact_ari)} |")
+    print(f"| exact KernelKMeans, same kernel as ours in each repeat, n_init=1 | "
+          f"{summary(exact_t)} | {summary(exact_ari)} |")
     print(f"| ratio exact / ours | {summary(ratio)} | |")
 
 
