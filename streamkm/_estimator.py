@@ -56,8 +56,8 @@ class _RegisteredKernel(StrOptions):
 
 
 #: The kernel parameters (and ``n_clusters``) of the kernel k-means estimators. Kernel
-#: names come from :mod:`streamkm.kernels`; ``gamma="auto"`` (like None) means the median
-#: heuristic.
+#: names come from :mod:`streamkm.kernels`; ``gamma="auto"`` (like None): see
+#: :func:`streamkm.kernels.build_kernel`.
 KERNEL_CONSTRAINTS: dict[str, list[Any]] = {
     "n_clusters": [Interval(Integral, 1, None, closed="left")],
     "kernel": [_RegisteredKernel()],

@@ -72,10 +72,14 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
         initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
         median heuristic (polynomial: 1 / n_features), ``"eigengap"`` picks among widths
-        median * 2^j by the eigengap of the normalised kernel matrix, ``"auto"`` is the rule
-        that measured best (currently the median heuristic; docs/kernels.md). None means
-        ``"auto"``. Resolved value in ``gamma_`` (kept in the state). For non-convex
-        clusters no width suffices: use ``kernel="heat"``.
+        median * 2^j by the eigengap of the normalised kernel matrix. ``"auto"`` (or None)
+        for rbf / laplacian: the median width, or the heat kernel (10 neighbours) when
+        the median width's partition of the sample cuts more than twice as many k-nn graph
+        edges as the heat kernel's (non-convex clusters such as moons and rings; not with
+        drift handling or raw rows for re-sketching, nor below max(500, 20 k) sample
+        rows); the choice is ``kernel_``
+        and ``gamma_`` (None for heat), kept in the state. Rule, evidence and limits:
+        docs/kernels.md.
     kernel_params : dict, optional
         Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``
         and ``dense_limit`` (heat).
@@ -157,7 +161,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     counts_ : ndarray of shape (n_clusters,), int64
         Rows assigned to each cluster by all steps (warm-up excluded).
     gamma_ : float or None
-        The resolved kernel coefficient (None for cosine and linear).
+        The resolved kernel coefficient (None for cosine, linear, the graph kernels, and
+        when ``gamma="auto"`` chose the heat kernel).
+    kernel_ : streamkm.kernels.KernelSpec
+        The kernel in use, parameters resolved (see ``gamma``).
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
         Explicit centers; linear kernel only.
     n_converged_ / n_woke_ : int
@@ -330,6 +337,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self._kernel_spec = build_kernel(
             self.kernel, self.gamma, sample=sample, rng=rng, n_clusters=k, degree=self.degree,
             coef0=float(self.coef0), kernel_params=self.kernel_params, landmarks=landmarks,
+            # a graph fixed on this sample can neither follow drift nor be re-sketched
+            allow_graph=self._drift_policy() is None and raw_sample is None,
         )
         self.gamma_ = self._kernel_spec.gamma
         sample = self._kernel_spec.prepare(sample)
@@ -629,6 +638,13 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self._check_fitted()
         drift = self.__dict__.get("_drift")
         return 0 if drift is None else int(drift.n_merges)
+
+    @property
+    def kernel_(self) -> KernelSpec:
+        """The kernel the model uses, parameters resolved (with ``gamma="auto"``: the
+        median-width kernel or the heat kernel, see :func:`streamkm.kernels.build_kernel`)."""
+        self._check_fitted()
+        return self._kernel_spec
 
     @property
     def cluster_centers_(self) -> np.ndarray:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from streamkm.kernels import cosine, heat, knn, laplacian, linear, polynomial, rbf  # noqa: F401
+from streamkm.kernels._auto import choose_auto_kernel
 from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_names, register
 from streamkm.kernels._spec import KernelSpec
 from streamkm.kernels._width import GAMMA_RULES, median_heuristic_gamma, resolve_gamma
@@ -28,17 +29,24 @@ def build_kernel(
     name: str, gamma: Any, *, sample: np.ndarray, rng: np.random.Generator,
     n_clusters: int, degree: int = 3, coef0: float = 1.0,
     kernel_params: dict[str, Any] | None = None, landmarks: np.ndarray | None = None,
+    allow_graph: bool = False,
 ) -> KernelSpec:
     """A ready :class:`KernelSpec`: gamma resolved on ``sample``, fitted on ``landmarks``.
 
-    ``gamma``: a positive float, ``"auto"``, ``"median"`` or None (= ``"auto"``), used by
-    kernels with the ``needs_gamma`` trait (see :func:`resolve_gamma`). Fitted (graph)
-    kernels are fitted on ``landmarks`` (default: ``sample``).
+    ``gamma``: a positive float, ``"auto"``, ``"median"``, ``"eigengap"`` or None
+    (= ``"auto"``), used by kernels with the ``needs_gamma`` trait (see
+    :func:`resolve_gamma`). Fitted (graph) kernels are fitted on ``landmarks`` (default:
+    ``sample``). With ``allow_graph``, ``"auto"`` on a shift-invariant kernel may resolve
+    to the heat kernel fitted on ``sample`` (:func:`streamkm.kernels._auto.choose_auto_kernel`);
+    without it ``"auto"`` is the median rule.
     """
     kind = get_kernel_type(name)
     resolved = None
     if kind.needs_gamma:
         resolved = resolve_gamma(kind, gamma, sample, rng, n_clusters)
+        if gamma in (None, "auto") and kind.shift_invariant and not kernel_params:
+            return choose_auto_kernel(kind, resolved, sample, n_clusters,
+                                      allow_graph=allow_graph)
     spec = KernelSpec(name, resolved, degree, float(coef0), dict(kernel_params or {}))
     return spec.fit(sample if landmarks is None else landmarks, n_clusters)
 

@@ -9,10 +9,12 @@ subsample (at most 800 rows) of the initialisation sample by the eigengap of the
 degree-normalised kernel matrix D^-1/2 K D^-1/2: the width whose k-th and (k+1)-th
 eigenvalues are furthest apart (k = n_clusters). Polynomial falls back to ``"median"``.
 
-``"auto"`` (the default): the rule that measured best without labels, currently
-``"median"``. The eigengap rule was measured and not adopted: on blobs and digits it ties
-the median heuristic, on PenDigits it is worse (ARI 0.600 vs the median's), on moons and
-circles neither works (docs/kernels.md), and its narrower widths blunt drift detection.
+``"auto"`` (the default): ``"median"`` here; for shift-invariant kernels
+:func:`streamkm.kernels.build_kernel` may instead choose the heat kernel
+(:mod:`streamkm.kernels._auto`). The eigengap rule was measured and not adopted: on blobs
+and digits it ties the median heuristic, on PenDigits it is worse (ARI 0.600 vs the
+median's), on moons and circles it does not help (docs/kernels.md), and its narrower
+widths blunt drift detection.
 Every rule is applied once, on the initialisation sample; the value is kept in the model
 state (``gamma_``).
 """
@@ -26,16 +28,31 @@ import numpy as np
 from streamkm.exceptions import ParameterError
 from streamkm.kernels._registry import KernelType, get_kernel_type
 
-__all__ = ["GAMMA_RULES", "eigengap_gamma", "median_heuristic_gamma", "resolve_gamma"]
+__all__ = ["GAMMA_RULES", "eigengap_gamma", "finite_width", "median_heuristic_gamma",
+           "resolve_gamma"]
 
 GAMMA_RULES = ("auto", "median", "eigengap")
 _AUTO_SAMPLE = 800
 _AUTO_STEPS = tuple(range(0, 7))
 
 
+def finite_width(gamma: float, dtype: np.dtype) -> float:
+    """``gamma`` capped at 1 / (smallest normal number of ``dtype``).
+
+    A width rule divides by a typical (squared) distance; for rows that differ only by
+    subnormal amounts that distance is (nearly) 0 and 1 / distance overflows the data's
+    dtype (float32 [[1e-45], [0]] gave gamma ~5e89 = inf in float32, and inf * 0 = NaN
+    kernel values). With the cap gamma is finite in the dtype, so every kernel value and
+    distance is finite for finite input.
+    """
+    dt = np.dtype(dtype) if np.dtype(dtype).kind == "f" else np.dtype(np.float64)
+    return float(min(gamma, 1.0 / float(np.finfo(dt).tiny)))
+
+
 def median_heuristic_gamma(x: np.ndarray, kernel: str, rng: np.random.Generator) -> float:
-    """The ``"median"`` rule of ``kernel`` on the sample ``x`` (1.0 if all rows are equal)."""
-    return float(get_kernel_type(kernel).default_gamma(x, rng))
+    """The ``"median"`` rule of ``kernel`` on the sample ``x`` (1.0 if all rows are equal),
+    finite in x's dtype (:func:`finite_width`)."""
+    return finite_width(float(get_kernel_type(kernel).default_gamma(x, rng)), x.dtype)
 
 
 def _eigengap(kernel_matrix: np.ndarray, n_clusters: int) -> float:
@@ -50,7 +67,7 @@ def eigengap_gamma(kind: KernelType, x: np.ndarray, rng: np.random.Generator,
     """The ``"eigengap"`` rule (module docstring)."""
     from streamkm.kernels._spec import KernelSpec
 
-    base = float(kind.default_gamma(x, rng))
+    base = finite_width(float(kind.default_gamma(x, rng)), x.dtype)
     if not kind.shift_invariant or x.shape[0] <= n_clusters + 1:
         return base
     if x.shape[0] > _AUTO_SAMPLE:
@@ -58,7 +75,7 @@ def eigengap_gamma(kind: KernelType, x: np.ndarray, rng: np.random.Generator,
     x64 = np.ascontiguousarray(x, dtype=np.float64)
     best, best_gap = base, -np.inf
     for step in _AUTO_STEPS:
-        gamma = base * 2.0 ** step
+        gamma = finite_width(base * 2.0 ** step, x.dtype)
         gap = _eigengap(KernelSpec(kind.name, gamma).block(x64, x64), n_clusters)
         if gap > best_gap:
             best, best_gap = gamma, gap
