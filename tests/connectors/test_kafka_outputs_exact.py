@@ -20,7 +20,6 @@ from tests.helpers.kafka_broker import (
     create_topics,
     latest_checkpoint,
     model_count,
-    read_count,
     read_topic,
     write_config,
 )
@@ -28,8 +27,9 @@ from tests.helpers.kafka_outputs import (
     PacedProducer,
     check_assignments_exact,
     check_dead_letters_exact,
+    finish_stream,
+    kill_while_producing,
 )
-from tests.helpers.processes import count_events, kill, start_service, stop, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -48,25 +48,8 @@ def test_sigkill_while_producing_last_assignment_per_id_is_exact(
     producer.start()
     rng = np.random.default_rng(11)
     try:
-        for _ in range(3):
-            proc = start_service(config, log)
-            try:
-                target = count_events(log, "checkpoint_written") + int(rng.integers(2, 5))
-                wait_until(lambda: count_events(log, "checkpoint_written") >= target, 60,
-                           "checkpoints before the kill", [proc], interval=0.01)
-            finally:
-                kill(proc)
-            assert producer.is_alive(), "production ended before the kill"
-        producer.finish()
-        producer.join(timeout=60)
-        assert producer.error is None and not producer.is_alive()
-        proc = start_service(config, log)
-        try:
-            wait_until(lambda: read_count(tmp_path) >= producer.produced, 60,
-                       "the rest of the stream", [proc])
-            assert stop(proc) == 0
-        finally:
-            kill(proc)
+        kill_while_producing(config, log, producer, rng, kills=3)
+        finish_stream(config, log, producer, tmp_path)
     finally:
         producer.finish()
 

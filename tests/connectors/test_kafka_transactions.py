@@ -15,7 +15,6 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -32,7 +31,6 @@ from tests.helpers.kafka_broker import (
     create_topics,
     latest_checkpoint,
     model_count,
-    produce,
     read_count,
     read_topic,
     write_config,
@@ -41,7 +39,9 @@ from tests.helpers.kafka_outputs import (
     PacedProducer,
     check_assignments_exact,
     check_dead_letters_exact,
+    finish_stream,
     group_offsets,
+    kill_while_producing,
     transactional_config,
 )
 from tests.helpers.processes import (
@@ -206,25 +206,8 @@ def test_crash_between_commit_and_checkpoint_replays_without_repeating_outputs(
         window = _window_ids(producer, checkpointed, committed)
         assert window
         # 2. a plain SIGKILL while the producer writes
-        for _ in range(1):
-            proc = start_service(config, log)
-            try:
-                target = count_events(log, "checkpoint_written") + int(rng.integers(2, 5))
-                wait_until(lambda: count_events(log, "checkpoint_written") >= target, 60,
-                           "checkpoints before the kill", [proc], interval=0.01)
-            finally:
-                kill(proc)
-            assert producer.is_alive(), "production ended before the kill"
-        producer.finish()
-        producer.join(timeout=60)
-        assert producer.error is None and not producer.is_alive()
-        proc = start_service(config, log)
-        try:
-            wait_until(lambda: read_count(tmp_path) >= producer.produced, 60,
-                       "the rest of the stream", [proc])
-            assert stop(proc) == 0
-        finally:
-            kill(proc)
+        kill_while_producing(config, log, producer, rng, kills=1)
+        finish_stream(config, log, producer, tmp_path)
     finally:
         producer.finish()
 

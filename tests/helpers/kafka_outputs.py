@@ -122,3 +122,38 @@ def transactional_config(config: Path, transactional_id: str) -> Path:
         "[kafka]\n", f'[kafka]\ntransactional_id = "{transactional_id}"\n', 1)
     config.write_text(text)
     return config
+
+
+def kill_while_producing(config: Path, log: Path, producer: PacedProducer,
+                         rng: Any, kills: int) -> None:
+    """Start the service ``kills`` times and SIGKILL it each time 2-4 checkpoints later,
+    while ``producer`` keeps writing."""
+    from tests.helpers.processes import count_events, kill, start_service, wait_until
+
+    for _ in range(kills):
+        proc = start_service(config, log)
+        try:
+            target = count_events(log, "checkpoint_written") + int(rng.integers(2, 5))
+            wait_until(lambda: count_events(log, "checkpoint_written") >= target, 60,
+                       "checkpoints before the kill", [proc], interval=0.01)
+        finally:
+            kill(proc)
+        assert producer.is_alive(), "production ended before the kill"
+
+
+def finish_stream(config: Path, log: Path, producer: PacedProducer, run_dir: Path) -> None:
+    """End production, then run the service until it has read everything and stop it
+    cleanly (exit 0)."""
+    from tests.helpers.kafka_broker import read_count
+    from tests.helpers.processes import kill, start_service, stop, wait_until
+
+    producer.finish()
+    producer.join(timeout=60)
+    assert producer.error is None and not producer.is_alive()
+    proc = start_service(config, log)
+    try:
+        wait_until(lambda: read_count(run_dir) >= producer.produced, 60,
+                   "the rest of the stream", [proc])
+        assert stop(proc) == 0
+    finally:
+        kill(proc)
