@@ -133,6 +133,7 @@ def test_eigengap_gamma_is_no_worse_than_the_median_heuristic_on_blobs():
     assert np.median(auto) >= np.median(median) - 0.02, (auto, median)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
 @pytest.mark.parametrize("rows", [[[1e-45], [0.0]], [[1e-45], [0.0], [3e-45], [0.0]],
@@ -151,6 +152,7 @@ def test_width_and_distances_are_finite_for_subnormal_input(dtype, kernel, rows)
         assert np.all(distances >= 0)
 
 
+@pytest.mark.unit
 def test_auto_width_picks_the_heat_kernel_on_rings_and_keeps_it_in_the_state(tmp_path):
     """gamma="auto" (the default) decides once, on the initialisation sample: rings get the
     heat kernel (the median-width rbf cuts across them), and the choice survives save/load."""
@@ -169,6 +171,7 @@ def test_auto_width_picks_the_heat_kernel_on_rings_and_keeps_it_in_the_state(tmp
         rows).dtype == np.float32
 
 
+@pytest.mark.unit
 def test_auto_width_keeps_the_median_rbf_on_blobs_and_with_drift_handling():
     from sklearn.datasets import make_blobs, make_circles
 
@@ -186,6 +189,7 @@ def test_auto_width_keeps_the_median_rbf_on_blobs_and_with_drift_handling():
     sketched.resketch(lambda raw: np.asarray(raw) * 2.0)
 
 
+@pytest.mark.unit
 def test_checkpoint_with_a_numeric_gamma_still_loads(tmp_path):
     """States written before gamma="auto" could choose a kernel hold gamma as a number."""
     from streamkm.state_io import read_npz, write_npz_atomic
