@@ -420,6 +420,11 @@ class KafkaTopicSink:
                 f"{self.topic!r} not acknowledged yet: {error!r}")
         return self.position()
 
+    def await_delivery(self) -> None:
+        """Send everything and wait for the acknowledgements (:meth:`sync`; a scale-out
+        worker sends a batch's model update only after this)."""
+        self.sync()
+
     def close(self) -> None:
         """Try to deliver what is queued, then release the producer. Undelivered messages
         belong to records after the last checkpoint, which a restart processes again."""

@@ -352,6 +352,24 @@ class SinkSet:
             with _device_errors(name):
                 sink.flush()
 
+    def await_delivery(self) -> None:
+        """Wait until every entry flushed so far survives a crash of this process: sinks
+        with an ``await_delivery`` method (Kafka: the broker's acknowledgements) are asked;
+        for the others a flush is enough (a file sink's entries are in the operating system).
+
+        Raises
+        ------
+        SinkError
+            Some entries are not acknowledged (they stay queued and are sent again).
+        StorageError
+            The device refused the write.
+        """
+        for name, sink in self.named().items():
+            await_delivery = getattr(sink, "await_delivery", None)
+            if await_delivery is not None:
+                with _device_errors(name):
+                    await_delivery()
+
     def sync(self) -> dict[str, dict[str, Any]]:
         """Make every sink durable; their positions by name (for a checkpoint).
 
