@@ -56,6 +56,9 @@ __all__ = ["ScaleoutWorker"]
 
 _log = logging.getLogger("streamkm.scaleout")
 
+#: After this long without the acknowledgements of a batch's outputs, wait for them.
+_DELIVERY_WAIT_S = 1.0
+
 
 class ScaleoutWorker:
     """The :class:`~streamkm.runtime.learner.Learner` of a scale-out member.
@@ -86,8 +89,9 @@ class ScaleoutWorker:
         self._sketch_epoch: int | None = None
         self.last_sent_version = -1
         self._unassigned: deque[Batch] = deque()
-        # (model version, updates) of batches whose outputs are not delivered yet
-        self._unsent: deque[tuple[int, list[PreparedUpdate]]] = deque()
+        # (sinks' delivery mark, since, model version, updates) of the batches whose
+        # outputs are not delivered yet, oldest first
+        self._unsent: deque[tuple[dict[str, Any], float, int, list[PreparedUpdate]]] = deque()
         self._prepared: tuple[int, list[PreparedUpdate]] = (-1, [])  # the batch in process
         self.leader: LeaderRole | None = None
         backoff_s = max(float(config.kafka.reconnect_backoff_ms), 100.0) / 1000.0
@@ -418,44 +422,53 @@ class ScaleoutWorker:
         return learned
 
     def processed(self, batch: Batch) -> None:
-        """The batch's outputs are written and flushed: send its updates once they are
+        """The batch's outputs are written and flushed: its updates are sent once they are
         delivered (:meth:`_send_delivered`). A batch whose outputs were given up never gets
         here: its updates are dropped and the partitions' next owners re-read it."""
         version, prepared = self._prepared
         self._prepared = (version, [])
         if prepared:
-            self._unsent.append((version, prepared))
+            assert self.runtime.sinks is not None
+            self._unsent.append((self.runtime.sinks.delivery_mark(), time.monotonic(),
+                                 version, prepared))
         self._send_delivered()
 
     def _send_delivered(self, *, wait: bool = False) -> bool:
-        """Wait until the outputs written so far are delivered (a Kafka sink's
-        acknowledgements), then send the updates of their batches, in order: a batch's range
-        moves past the watermark only once its outputs survive this process. While the sinks
-        cannot deliver (broker away) the updates wait, retried with backoff (``wait``: now);
-        if this process dies meanwhile, the partitions' next owners re-read those batches.
-        Returns whether nothing is left unsent."""
-        if not self._unsent:
-            return True
-        if not wait and not self._delivery_backoff.ready():
-            return False
+        """Send, in order, the updates of the batches whose outputs are delivered (a Kafka
+        sink's acknowledgements), without waiting for the others: a batch's range moves
+        past the watermark only once its outputs survive this process. Once the oldest has
+        waited ``_DELIVERY_WAIT_S`` (a send failed or the broker is away) or with ``wait``,
+        wait for the sinks (retried with backoff); if this process dies meanwhile, the
+        partitions' next owners re-read those batches. Returns whether nothing is left."""
         sinks = self.runtime.sinks
         assert sinks is not None and self.link.updates is not None
+        unsent = self._unsent
+        while unsent and sinks.delivered(unsent[0][0]):
+            self._send_prepared(*unsent.popleft()[2:])
+        if not unsent:
+            return True
+        overdue = time.monotonic() - unsent[0][1] > _DELIVERY_WAIT_S
+        if not (wait or overdue and self._delivery_backoff.ready()):
+            return False
         try:
             sinks.await_delivery()
         except OSError as exc:  # SinkError, StorageError
             delay = self._delivery_backoff.failed()
             log_event(_log, "warning", "scaleout_outputs_undelivered", member=self.member,
-                      batches_waiting=len(self._unsent), error=f"{type(exc).__name__}: {exc}",
+                      batches_waiting=len(unsent), error=f"{type(exc).__name__}: {exc}",
                       retry_in_s=round(delay, 3))
             return False
         self._delivery_backoff.succeeded()
-        while self._unsent:
-            version, prepared = self._unsent.popleft()
-            sent = self.fences.send_prepared(prepared, self.link.updates)
-            if sent:
-                self.metrics.updates_sent.inc(sent)
-                self.last_sent_version = version
+        while unsent:
+            self._send_prepared(*unsent.popleft()[2:])
         return True
+
+    def _send_prepared(self, version: int, prepared: list[PreparedUpdate]) -> None:
+        assert self.link.updates is not None
+        sent = self.fences.send_prepared(prepared, self.link.updates)
+        if sent:
+            self.metrics.updates_sent.inc(sent)
+            self.last_sent_version = version
 
     # ------------------------------------------------------------------ checkpoints
 
