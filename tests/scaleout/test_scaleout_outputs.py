@@ -16,11 +16,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from streamkm.sinks import SinkSet
+from streamkm_connectors.kafka_sinks import (
+    AssignmentKafkaSink,
+    DeadLetterKafkaSink,
+    KafkaProducerHandle,
+)
 from tests.helpers.kafka_broker import (
     ModelTopic,
     TansuBroker,
+    create_topics,
     latest_checkpoint,
     owned_partitions,
     read_topic,
@@ -46,6 +54,45 @@ from tests.scaleout.test_scaleout_kafka import (
 )
 
 pytestmark = pytest.mark.kafka
+
+
+def test_delivery_marks_follow_the_brokers_acknowledgements(
+        kafka_broker: TansuBroker) -> None:
+    """What a worker waits for before it sends a batch's update: a mark taken after the
+    batch's outputs is delivered once the broker acknowledged all of them, and not before
+    they were even handed to the producer."""
+    bootstrap, topic = kafka_broker.bootstrap, "so-marks"
+    create_topics(bootstrap, {f"{topic}-out": 2, f"{topic}-dlq": 1})
+    handle = KafkaProducerHandle({"bootstrap_servers": [bootstrap]})
+    sinks = SinkSet(AssignmentKafkaSink(handle, f"{topic}-out"), None,
+                    DeadLetterKafkaSink(handle, f"{topic}-dlq"))
+    try:
+        assert sinks.delivered(sinks.delivery_mark())  # nothing written
+        sinks.write_assignments([SimpleRecord()] * 2, ["a", "b"], np.array([0, 1]),
+                                np.array([0.5, 0.25]), 1)
+        first = sinks.delivery_mark()
+        assert not sinks.delivered(first)  # queued, not handed over
+        sinks.flush()
+        wait_until(lambda: sinks.delivered(first), 30, "the first batch acknowledged")
+        sinks.dead_letter.write_dead_letter(b"{", "invalid_json", "x",
+                                            {"topic": topic, "partition": 0, "offset": 2})
+        second = sinks.delivery_mark()
+        assert sinks.delivered(first) and not sinks.delivered(second)
+        sinks.flush()
+        wait_until(lambda: sinks.delivered(second), 30, "the second batch acknowledged")
+        assert sorted(m.key for m in read_topic(bootstrap, f"{topic}-out")) == [b"a", b"b"]
+        assert [m.key for m in read_topic(bootstrap, f"{topic}-dlq")] == [b"so-marks:0:2"]
+    finally:
+        sinks.close()
+
+
+class SimpleRecord:
+    """An accepted input record without key or headers (what the assignment sink reads)."""
+
+    replayed = False
+    raw_key = None
+    key = None
+    headers = ()
 
 
 def _assignments_delivered(folder: Path) -> int:
