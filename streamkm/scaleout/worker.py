@@ -1,7 +1,8 @@
 """The scale-out learner: one member of a group learning one global model.
 
 Worker: assign every record with the current global model version, send one update per
-partition range to the updates topic. On every assignment of a partition the worker first
+partition range to the updates topic once the batch's assignments and dead letters are
+acknowledged (the watermark then never passes a record whose outputs could be lost). On every assignment of a partition the worker first
 sends a fence and waits for a model version in which that fence owns the partition; it then
 reads from the version's watermark. While elected it also holds the merge-leader role
 (:mod:`.leader_role`).
