@@ -2,10 +2,10 @@
 
 Worker: assign every record with the current global model version, send one update per
 partition range to the updates topic once the batch's assignments and dead letters are
-acknowledged (the watermark then never passes a record whose outputs could be lost). On every assignment of a partition the worker first
-sends a fence and waits for a model version in which that fence owns the partition; it then
-reads from the version's watermark. While elected it also holds the merge-leader role
-(:mod:`.leader_role`).
+acknowledged (the watermark then never passes a record whose outputs could be lost). On
+every assignment of a partition the worker first sends a fence and waits for a model
+version in which that fence owns the partition; it then reads from the version's
+watermark. While elected it also holds the merge-leader role (:mod:`.leader_role`).
 
 Broker outages: nothing blocks on the broker and nothing raises. Fences, updates and model
 versions are sent asynchronously; the transport retries them while the broker is away. A
@@ -440,16 +440,20 @@ class ScaleoutWorker:
         past the watermark only once its outputs survive this process. Once the oldest has
         waited ``_DELIVERY_WAIT_S`` (a send failed or the broker is away) or with ``wait``,
         wait for the sinks (retried with backoff); if this process dies meanwhile, the
-        partitions' next owners re-read those batches. Returns whether nothing is left."""
-        sinks = self.runtime.sinks
-        assert sinks is not None and self.link.updates is not None
+        partitions' next owners re-read those batches. Not while the broker is known to be
+        away (the sinks would block until it is back). Returns whether nothing is left."""
         unsent = self._unsent
+        if not unsent:
+            return True
+        sinks = self.runtime.sinks
+        assert sinks is not None
         while unsent and sinks.delivered(unsent[0][0]):
             self._send_prepared(*unsent.popleft()[2:])
         if not unsent:
             return True
         overdue = time.monotonic() - unsent[0][1] > _DELIVERY_WAIT_S
-        if not (wait or overdue and self._delivery_backoff.ready()):
+        if not (wait or overdue and self._delivery_backoff.ready()
+                and self.link.connected is True):  # else the wait blocks until it is back
             return False
         try:
             sinks.await_delivery()
