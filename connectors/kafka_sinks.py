@@ -361,12 +361,17 @@ class KafkaTopicSink:
         self._handle = handle.acquire()
         self.topic = topic
         self._pending: deque[_Message] = deque()
-        self._in_flight: list[tuple[_Message, Any, int]] = []
+        self._pending_seqs: deque[int] = deque()  # each pending message's sequence number
+        # (sequence number, message, future, producer generation) handed to the producer
+        self._in_flight: deque[tuple[int, _Message, Any, int]] = deque()
         self._delivered = 0
+        self._written = 0  # messages enqueued: the next sequence number
         self._closed = False
 
     def _enqueue(self, message: _Message) -> None:
         self._pending.append(message)
+        self._pending_seqs.append(self._written)
+        self._written += 1
 
     def position(self) -> dict[str, Any]:
         """``{"topic", "delivered"}``: messages acknowledged so far by this process."""
@@ -381,8 +386,25 @@ class KafkaTopicSink:
             future = self._handle.send(self.topic, self._pending[0])
             if future is None:
                 break
-            self._in_flight.append((self._pending.popleft(), future, self._handle.generation))
+            self._in_flight.append((self._pending_seqs.popleft(), self._pending.popleft(),
+                                    future, self._handle.generation))
         self._handle.probe()
+
+    def delivery_mark(self) -> int:
+        """A mark after every message written so far (see :meth:`delivered`)."""
+        return self._written
+
+    def delivered(self, mark: int) -> bool:
+        """Whether every message written before ``mark`` is acknowledged, without waiting
+        (a failed one stays undelivered until :meth:`sync` sends it again)."""
+        in_flight = self._in_flight
+        while in_flight and in_flight[0][2].is_done and in_flight[0][2].succeeded():
+            in_flight.popleft()
+            self._delivered += 1
+        if self._pending_seqs and min(self._pending_seqs) < mark:
+            return False
+        return not any(seq < mark and not (future.is_done and future.succeeded())
+                       for seq, _message, future, _generation in in_flight)
 
     def sync(self) -> dict[str, Any]:
         """Send everything and wait for the acknowledgements; the position.
@@ -399,26 +421,31 @@ class KafkaTopicSink:
                 self._handle.flush()
             except SinkError as exc:
                 error = exc
-        retry: list[_Message] = []
-        still_in_flight: list[tuple[_Message, Any, int]] = []
-        for message, future, generation in self._in_flight:
+        retry: list[tuple[int, _Message]] = []
+        still_in_flight: deque[tuple[int, _Message, Any, int]] = deque()
+        for seq, message, future, generation in self._in_flight:
             if not future.is_done and generation == self._handle.generation:
-                still_in_flight.append((message, future, generation))
+                still_in_flight.append((seq, message, future, generation))
             elif not future.is_done:  # its producer was replaced: send it again
-                retry.append(message)
+                retry.append((seq, message))
             elif future.failed():
                 self._handle.delivery_failed(future.exception)
-                retry.append(message)
+                retry.append((seq, message))
                 error = error or future.exception
             else:
                 self._delivered += 1
         self._in_flight = still_in_flight
-        self._pending.extendleft(reversed(retry))
+        self._pending.extendleft(message for _seq, message in reversed(retry))
+        self._pending_seqs.extendleft(seq for seq, _message in reversed(retry))
         if self._pending or self._in_flight:
             raise SinkError(
                 f"{len(self._pending) + len(self._in_flight)} messages for Kafka topic "
                 f"{self.topic!r} not acknowledged yet: {error!r}")
         return self.position()
+
+    def await_delivery(self) -> None:
+        """Send everything and wait for the acknowledgements (:meth:`sync`)."""
+        self.sync()
 
     def close(self) -> None:
         """Try to deliver what is queued, then release the producer. Undelivered messages
@@ -518,6 +545,7 @@ class ModelKafkaSink(KafkaTopicSink):
     def publish(self, data: bytes, version: int) -> None:
         """Queue one model (dropping a queued one that was not handed over yet)."""
         self._pending.clear()
+        self._pending_seqs.clear()
         self._enqueue((str(int(version)).encode(), data, []))
 
 

@@ -352,6 +352,37 @@ class SinkSet:
             with _device_errors(name):
                 sink.flush()
 
+    def await_delivery(self) -> None:
+        """Wait until every entry flushed so far survives a crash of this process: sinks
+        with an ``await_delivery`` method (Kafka: the broker's acknowledgements) are asked;
+        for the others a flush is enough (a file sink's entries are in the operating system).
+
+        Raises
+        ------
+        SinkError
+            Some entries are not acknowledged (they stay queued and are sent again).
+        StorageError
+            The device refused the write.
+        """
+        for name, sink in self.named().items():
+            await_delivery = getattr(sink, "await_delivery", None)
+            if await_delivery is not None:
+                with _device_errors(name):
+                    await_delivery()
+
+    def delivery_mark(self) -> dict[str, Any]:
+        """A mark after every entry written so far, for :meth:`delivered` (sinks with a
+        ``delivery_mark`` method; the others deliver on :meth:`flush`)."""
+        return {name: sink.delivery_mark() for name, sink in self.named().items()
+                if hasattr(sink, "delivery_mark")}
+
+    def delivered(self, mark: dict[str, Any]) -> bool:
+        """Whether every entry written before ``mark`` (:meth:`delivery_mark`) and flushed
+        survives a crash of this process, without waiting (Kafka: acknowledged)."""
+        named = self.named()
+        return all(named[name].delivered(value)  # type: ignore[attr-defined]
+                   for name, value in mark.items() if name in named)
+
     def sync(self) -> dict[str, dict[str, Any]]:
         """Make every sink durable; their positions by name (for a checkpoint).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,9 +26,18 @@ from streamkm.scaleout.messages import Fence, ModelUpdate, encode_message
 from streamkm.scaleout.transport import UpdatesSender
 from streamkm.service.batcher import Batch
 
-__all__ = ["PartitionFences"]
+__all__ = ["PartitionFences", "PreparedUpdate"]
 
 _log = logging.getLogger("streamkm.scaleout")
+
+
+@dataclass(frozen=True)
+class PreparedUpdate:
+    """One encoded update, not sent yet: the partition, its fence token and the message."""
+
+    partition: str
+    token: str
+    payload: bytes
 
 
 class PartitionFences:
@@ -138,21 +148,21 @@ class PartitionFences:
                           partition=key, error=f"{type(detail).__name__}: {detail}")
         return sorted(refence), failed
 
-    def send_updates(self, batch: Batch, row_parts: list[str], labels: np.ndarray,
-                     sq_distances: np.ndarray | None, k: int, cap: int, model_version: int,
-                     rng: np.random.Generator, updates: UpdatesSender, *,
-                     features: np.ndarray | None = None, sketch_epoch: int = 0) -> int:
-        """Send one update per owned partition whose range ``batch`` advanced: its rows
+    def prepare_updates(self, batch: Batch, row_parts: list[str], labels: np.ndarray,
+                        sq_distances: np.ndarray | None, k: int, cap: int, model_version: int,
+                        rng: np.random.Generator, *, features: np.ndarray | None = None,
+                        sketch_epoch: int = 0) -> list[PreparedUpdate]:
+        """Encode one update per owned partition whose range ``batch`` advanced: its rows
         (``row_parts``: each row's partition) subsampled to ``cap`` per cluster of ``labels``
-        (``k`` clusters) with multiplicities; returns how many were queued. A send that is
-        not queued or fails later re-fences the partition (:meth:`outcomes`).
+        (``k`` clusters) with multiplicities. The partition's next range starts after it;
+        :meth:`send_prepared` sends them once the batch's outputs are delivered.
 
         ``features``: the batch's rows projected with sketch ``sketch_epoch`` (the epoch of
         ``model_version``): the update then carries them and the raw rows beside them, all
         of one epoch."""
         n, x = batch.n_valid, batch.X
         parts = np.array(row_parts, dtype=object)
-        sent = 0
+        prepared = []
         for key, snapshot in sorted(batch.positions.items()):
             start, end = self.active.get(key), snapshot.get("offset")
             if start is None or end is None or end <= start:
@@ -169,14 +179,27 @@ class PartitionFences:
                 raw=None if features is None else raw, sketch_epoch=sketch_epoch,
                 multiplicities=mult,
                 objective_sum=0.0 if sq_distances is None else float(sq_distances[idx].sum()))
+            prepared.append(PreparedUpdate(key, token, encode_message(update)))
+            self.active[key] = int(end)
+        return prepared
+
+    def send_prepared(self, prepared: list[PreparedUpdate], updates: UpdatesSender) -> int:
+        """Send the prepared updates, in order, whose partition generation is still current
+        (a revoked or re-fenced partition is re-read from its watermark instead); returns how
+        many were queued. A send that is not queued or fails later re-fences the partition
+        (:meth:`outcomes`)."""
+        sent = 0
+        for update in prepared:
+            key, token = update.partition, update.token
+            if self.tokens.get(key) != token:
+                continue
             try:
-                future = updates.send(encode_message(update))
+                future = updates.send(update.payload)
             except OSError as exc:  # TransportError: not queued, re-fence
                 self.results.append(("update_failed", key, token, exc))
                 continue
             future.add_errback(lambda exc, key=key, token=token: self.results.append(
                 ("update_failed", key, token, exc)))
-            self.active[key] = int(end)
             sent += 1
         return sent
 

@@ -1,10 +1,11 @@
 """The scale-out learner: one member of a group learning one global model.
 
 Worker: assign every record with the current global model version, send one update per
-partition range to the updates topic. On every assignment of a partition the worker first
-sends a fence and waits for a model version in which that fence owns the partition; it then
-reads from the version's watermark. While elected it also holds the merge-leader role
-(:mod:`.leader_role`).
+partition range to the updates topic once the batch's assignments and dead letters are
+acknowledged (the watermark then never passes a record whose outputs could be lost). On
+every assignment of a partition the worker first sends a fence and waits for a model
+version in which that fence owns the partition; it then reads from the version's
+watermark. While elected it also holds the merge-leader role (:mod:`.leader_role`).
 
 Broker outages: nothing blocks on the broker and nothing raises. Fences, updates and model
 versions are sent asynchronously; the transport retries them while the broker is away. A
@@ -38,7 +39,7 @@ from streamkm.exceptions import StateError
 from streamkm.logs import log_event
 from streamkm.runtime.learner import CheckpointContent, Learned
 from streamkm.scaleout.backoff import Backoff
-from streamkm.scaleout.fencing import PartitionFences
+from streamkm.scaleout.fencing import PartitionFences, PreparedUpdate
 from streamkm.scaleout.leader import ModelVersion
 from streamkm.scaleout.leader_role import LeaderRole
 from streamkm.scaleout.link import BrokerLink
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["ScaleoutWorker"]
 
 _log = logging.getLogger("streamkm.scaleout")
+
+#: After this long without the acknowledgements of a batch's outputs, wait for them.
+_DELIVERY_WAIT_S = 1.0
 
 
 class ScaleoutWorker:
@@ -86,6 +90,10 @@ class ScaleoutWorker:
         self._sketch_epoch: int | None = None
         self.last_sent_version = -1
         self._unassigned: deque[Batch] = deque()
+        # (sinks' delivery mark, since, model version, updates) of the batches whose
+        # outputs are not delivered yet, oldest first
+        self._unsent: deque[tuple[dict[str, Any], float, int, list[PreparedUpdate]]] = deque()
+        self._prepared: tuple[int, list[PreparedUpdate]] = (-1, [])  # the batch in process
         self.leader: LeaderRole | None = None
         backoff_s = max(float(config.kafka.reconnect_backoff_ms), 100.0) / 1000.0
         max_backoff_s = max(float(config.kafka.reconnect_backoff_max_ms) / 1000.0, backoff_s)
@@ -94,6 +102,7 @@ class ScaleoutWorker:
         # (election changes, time) of a step-down for being cut off or fenced
         self._barred: tuple[int, float] | None = None
         self._publish_backoff = Backoff(backoff_s, max_backoff_s)
+        self._delivery_backoff = Backoff(backoff_s, max_backoff_s)
         self._previous: dict[str, Any] | None = None
         self.stats: dict[str, float] = dict.fromkeys(
             ("leader_apply_seconds", "leader_updates", "leader_rows", "leader_publish_seconds",
@@ -136,6 +145,7 @@ class ScaleoutWorker:
         if self.link.updates is None:
             return False
         try:
+            self._send_delivered(wait=True)
             self.link.updates.flush(timeout_s=30)
             if self.leader is not None:
                 self.leader.round(drain=True)
@@ -174,6 +184,7 @@ class ScaleoutWorker:
             self.link.model_reader.poll(0.0)
         self._adopt_latest()
         self._handle_send_results()
+        self._send_delivered()
         if self.fences.to_fence:
             self._send_fences()
 
@@ -383,8 +394,9 @@ class ScaleoutWorker:
                        step=self.model_version, objective=float(mind.mean())), labels, features
 
     def learn(self, batch: Batch) -> Learned:
-        """Assign the batch (or hold it until the first model version) and send one update
-        per partition range it covers."""
+        """Assign the batch (or hold it until the first model version) and prepare one
+        update per partition range it covers; :meth:`processed` sends them once the batch's
+        outputs are delivered."""
         t0 = time.perf_counter()
         n, model = batch.n_valid, self.model
         features, epoch = None, 0
@@ -397,14 +409,12 @@ class ScaleoutWorker:
             learned, labels = Learned(), np.zeros(n, dtype=np.int64)
             k, cap = 1, int(self.config.model.n_clusters * (self.config.model.tau or 200))
         t1 = time.perf_counter()
-        assert self.link.updates is not None and self.transport is not None
+        assert self.transport is not None
         row_parts = [self.transport.part_key(r.position) for r in batch.records]
-        sent = self.fences.send_updates(batch, row_parts, labels, learned.sq_distances, k, cap,
-                                        self.model_version, self._rng, self.link.updates,
-                                        features=features, sketch_epoch=epoch)
-        if sent:
-            self.metrics.updates_sent.inc(sent)
-            self.last_sent_version = self.model_version
+        prepared = self.fences.prepare_updates(batch, row_parts, labels, learned.sq_distances,
+                                               k, cap, self.model_version, self._rng,
+                                               features=features, sketch_epoch=epoch)
+        self._prepared = (self.model_version, prepared)
         self.stats["worker_assign_seconds"] += t1 - t0
         self.stats["worker_encode_seconds"] += time.perf_counter() - t1
         self.stats["worker_records"] += n
@@ -413,7 +423,57 @@ class ScaleoutWorker:
         return learned
 
     def processed(self, batch: Batch) -> None:
-        """Nothing to do: the updates carry the positions."""
+        """The batch's outputs are written and flushed: its updates are sent once they are
+        delivered (:meth:`_send_delivered`). A batch whose outputs were given up never gets
+        here: its updates are dropped and the partitions' next owners re-read it."""
+        version, prepared = self._prepared
+        self._prepared = (version, [])
+        if prepared:
+            assert self.runtime.sinks is not None
+            self._unsent.append((self.runtime.sinks.delivery_mark(), time.monotonic(),
+                                 version, prepared))
+        self._send_delivered()
+
+    def _send_delivered(self, *, wait: bool = False) -> bool:
+        """Send, in order, the updates of the batches whose outputs are delivered (a Kafka
+        sink's acknowledgements), without waiting for the others: a batch's range moves
+        past the watermark only once its outputs survive this process. Once the oldest has
+        waited ``_DELIVERY_WAIT_S`` (a send failed or the broker is away) or with ``wait``,
+        wait for the sinks (retried with backoff); if this process dies meanwhile, the
+        partitions' next owners re-read those batches. Not while the broker is known to be
+        away (the sinks would block until it is back). Returns whether nothing is left."""
+        unsent = self._unsent
+        if not unsent:
+            return True
+        sinks = self.runtime.sinks
+        assert sinks is not None
+        while unsent and sinks.delivered(unsent[0][0]):
+            self._send_prepared(*unsent.popleft()[2:])
+        if not unsent:
+            return True
+        overdue = time.monotonic() - unsent[0][1] > _DELIVERY_WAIT_S
+        if not (wait or overdue and self._delivery_backoff.ready()
+                and self.link.connected is True):  # else the wait blocks until it is back
+            return False
+        try:
+            sinks.await_delivery()
+        except OSError as exc:  # SinkError, StorageError
+            delay = self._delivery_backoff.failed()
+            log_event(_log, "warning", "scaleout_outputs_undelivered", member=self.member,
+                      batches_waiting=len(unsent), error=f"{type(exc).__name__}: {exc}",
+                      retry_in_s=round(delay, 3))
+            return False
+        self._delivery_backoff.succeeded()
+        while unsent:
+            self._send_prepared(*unsent.popleft()[2:])
+        return True
+
+    def _send_prepared(self, version: int, prepared: list[PreparedUpdate]) -> None:
+        assert self.link.updates is not None
+        sent = self.fences.send_prepared(prepared, self.link.updates)
+        if sent:
+            self.metrics.updates_sent.inc(sent)
+            self.last_sent_version = version
 
     # ------------------------------------------------------------------ checkpoints
 
