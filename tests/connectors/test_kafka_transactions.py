@@ -251,7 +251,7 @@ def test_a_fenced_service_stops_and_its_restart_carries_on(
                                     transactional_id=tid, max_block_ms=10000)
             usurper.init_transactions()  # fences the service's producer
             usurper.close(timeout=10)
-            assert proc.wait(timeout=30) == 1
+            assert proc.wait(timeout=90) == 1  # the flush may wait its 30-s timeout
         finally:
             kill(proc)
         failed = [e for e in log_events(log) if e.get("event") == "kafka_transaction_failed"]

@@ -64,7 +64,7 @@ def test_health_ready_404_and_process_metrics_of_a_running_service(tmp_path: Pat
 
         status, ready = get_json(base + "/readyz")
         assert status == 200 and ready["status"] == "ready", ready
-        assert set(ready["checks"]) == {"runtime", "model", "source", "checkpoint"}
+        assert set(ready["checks"]) == {"runtime", "model", "source", "checkpoint", "outputs"}
         assert all(check["ok"] for check in ready["checks"].values())
         assert str(data) in ready["checks"]["source"]["detail"]
 

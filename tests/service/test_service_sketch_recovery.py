@@ -58,6 +58,9 @@ def write_input(path: Path) -> tuple[np.ndarray, Counter]:
 
 
 def write_config(folder: Path, data: Path, *, metrics: bool = False) -> Path:
+    """The service's config; ``max_wait_ms`` is long enough that batches are cut by size
+    only (a cut by time on a loaded machine would move batch boundaries, and the
+    bit-identical comparison needs the same batches in both runs)."""
     config = folder / "streamkm.toml"
     config.write_text(f"""
 [source]
@@ -79,7 +82,7 @@ reservoir_size = 256
 random_state = 3
 [batching]
 batch_size = 100
-max_wait_ms = 300
+max_wait_ms = 2000
 [checkpoint]
 dir = "ck"
 every_batches = 3
