@@ -59,7 +59,7 @@ n_init = 2
 random_state = 11
 [batching]
 batch_size = 128
-max_wait_ms = 300
+max_wait_ms = 2000  # batches cut by size only: a time cut under load moves batch boundaries
 [checkpoint]
 dir = "ck"
 every_batches = 4
