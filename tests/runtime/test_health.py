@@ -11,8 +11,6 @@ import shutil
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +23,12 @@ from streamkm.runtime.health import HealthChecks, stall_after_s
 from streamkm.service.batcher import Batch
 from streamkm.service.config import ServiceConfig, config_from_mapping
 from streamkm.service.runtime import Service
+from tests.helpers.http import get_json
 from tests.scaleout.test_scaleout_retry import World
 
 pytestmark = pytest.mark.unit
 
 CHECKS = {"runtime", "model", "source", "checkpoint", "outputs"}
-
-
-def get_json(url: str) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> None:

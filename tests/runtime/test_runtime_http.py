@@ -3,8 +3,6 @@ path is a 404 (never the metrics page), and it listens on loopback by default.""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
@@ -17,16 +15,9 @@ from streamkm.runtime.http import (
     start_http_server,
 )
 from streamkm.service.config import MetricsConfig
+from tests.helpers.http import get
 
 pytestmark = pytest.mark.unit
-
-
-def get(url: str) -> tuple[int, bytes, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read(), response.headers["Content-Type"]
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read(), exc.headers["Content-Type"]
 
 
 @pytest.fixture

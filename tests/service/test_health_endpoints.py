@@ -9,13 +9,12 @@ import json
 import os
 import socket
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.http import get
 from tests.helpers.processes import metrics_url
 from tests.helpers.service_process import (
     RunningService,
@@ -26,14 +25,6 @@ from tests.helpers.service_process import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-def get(url: str) -> tuple[int, bytes, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read(), response.headers["Content-Type"]
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read(), exc.headers["Content-Type"]
 
 
 def get_json(url: str) -> tuple[int, dict[str, Any]]:
