@@ -129,6 +129,49 @@ def test_heat_kernel_is_exact_on_the_landmarks():
     assert spec.fitted.truncation == 0.0
 
 
+def _density_reference(x, k):
+    """Density-weighted k-nn affinity exp(-max(r2_i, r2_j) / median r2), dense numpy."""
+    dist = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    r2 = np.sort(dist, axis=1)[:, k]
+    adj = dist <= np.maximum(r2[:, None], r2[None, :])
+    return adj * np.exp(-np.maximum(r2[:, None], r2[None, :]) / np.median(r2)), r2
+
+
+def test_density_weighted_heat_kernel_matches_numpy_on_landmarks_and_new_rows():
+    x = _points(120)
+    spec = build_kernel("heat", None, sample=x, rng=np.random.default_rng(0), n_clusters=2,
+                        kernel_params={"n_neighbors": 6, "t": 3.0, "weights": "density"})
+    weights, r2 = _density_reference(x, 6)
+    deg = weights.sum(1)
+    norm = weights / np.sqrt(np.outer(deg, deg))
+    np.testing.assert_allclose(spec.block(spec.prepare(x), spec.prepare(x)),
+                               scipy.linalg.expm(-3.0 * (np.eye(len(x)) - norm)), atol=1e-6)
+    # a new row: its radius from the landmarks, the same edge rule and weights (Nystroem)
+    new = _points(6, seed=9)
+    dist = ((new[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    r2_new = np.sort(dist, axis=1)[:, 6]
+    reach = np.maximum(r2_new[:, None], r2[None, :])
+    w_new = (dist <= reach) * np.exp(-reach / np.median(r2))
+    n_new = w_new / np.sqrt(np.outer(w_new.sum(1), deg))
+    lam, vec = np.linalg.eigh(norm)
+    keep = np.abs(lam) > 1e-6
+    expected = n_new @ vec[:, keep] @ np.diag(np.exp(-3.0 * (1 - lam[keep])) / lam[keep]) \
+        @ vec[:, keep].T
+    np.testing.assert_allclose(spec.block(spec.prepare(new), spec.prepare(x)), expected,
+                               atol=1e-9)
+
+
+def test_density_weighted_heat_state_round_trips(tmp_path):
+    x = _points(300)
+    model = MiniBatchKernelKMeans(3, kernel="heat", batch_size=100, max_iter=5, random_state=0,
+                                  kernel_params={"weights": "density"}).fit(x)
+    model.save(tmp_path / "h.npz")
+    back = MiniBatchKernelKMeans.load(tmp_path / "h.npz")
+    assert back.kernel_.fitted.weights == "density"
+    new = _points(40, seed=5)
+    np.testing.assert_array_equal(back.transform(new), model.transform(new))
+
+
 @pytest.mark.parametrize("kernel", ["knn", "heat"])
 def test_graph_kernels_fit_predict_partial_fit_and_state(kernel, tmp_path):
     x = _points(300)
@@ -157,3 +200,5 @@ def test_kernel_params_are_checked():
         KernelSpec("knn", options={"n_neighbors": 0})
     with pytest.raises(ParameterError, match="unknown"):
         KernelSpec("knn", options={"k": 3})
+    with pytest.raises(ParameterError, match="'gauss'"):
+        KernelSpec("heat", options={"weights": "gauss"})

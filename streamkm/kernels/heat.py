@@ -9,6 +9,12 @@ f(x) = U_x exp(-t (1 - lam) / 2) and the engine keeps explicit centers over them
   eigh): the kernel is exact. Above, the ``n_components`` largest eigenpairs (sparse
   Lanczos); the dropped part of K is at most exp(-t (1 - lam_m)) per entry, reported as
   ``spec.fitted.truncation``.
+- Edge weights (option ``weights``): ``"binary"`` (default, seed 002's kernel: A is the 0/1
+  k-nn adjacency) or ``"density"``: A(x, y) = exp(-max(r2(x), r2(y)) / h2) on the same
+  edges, r2 the squared k-nn radius (so max(r2(x), r2(y), ||x - y||^2) is the mutual
+  reachability distance of HDBSCAN, squared) and h2 the median landmark r2. Edges through
+  sparse regions (noise between clusters) weigh little, so the diffusion stays inside
+  dense shapes: ``gamma="auto"`` uses it (docs/kernels.md has the measurements).
 - Rows equal to a landmark get its features U_l exp(-t (1 - lam) / 2) (exact).
 - New rows (out of sample, Nystroem): U_x = N(x, :) U / lam with N(x, l) =
   A(x, l) / sqrt(d_x d_l), which gives back U_l exactly for a landmark; eigenpairs with
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.sparse.linalg import eigsh
 
 from streamkm.exceptions import ParameterError
@@ -41,6 +48,17 @@ class HeatState:
     eigenvalues: np.ndarray  # (m,), float64
     eigenvectors: np.ndarray  # (n_landmarks, m), float64
     t: float
+    weights: str = "binary"
+    bandwidth2: float = 1.0
+    #: (weighted) degree of each landmark in the graph the spectrum was computed on
+    landmark_degrees: np.ndarray | None = None
+
+    def affinity(self, x: np.ndarray, r2: np.ndarray, deg: np.ndarray):
+        """Sparse (n, m) affinity of the rows of x to the landmarks."""
+        adj = self.graph.adjacency(x, r2, deg)
+        if self.weights == "density":
+            adj = density_weighted(adj, r2, self.graph.r2, self.bandwidth2)
+        return adj
 
     @property
     def scales(self) -> np.ndarray:
@@ -52,6 +70,10 @@ class HeatState:
         return {row.tobytes(): i for i, row in enumerate(self.graph.landmarks)}
 
     @property
+    def degrees(self) -> np.ndarray:
+        return self.graph.degrees if self.landmark_degrees is None else self.landmark_degrees
+
+    @property
     def truncation(self) -> float:
         """Largest kernel weight dropped by the truncated spectrum (0 when complete)."""
         if self.eigenvectors.shape[1] >= self.eigenvectors.shape[0]:
@@ -59,19 +81,35 @@ class HeatState:
         return float(np.exp(-self.t * (1.0 - self.eigenvalues.min())))
 
 
-def _spectrum(graph: LandmarkGraph, n_components: int, dense_limit: int
-              ) -> tuple[np.ndarray, np.ndarray]:
-    n = graph.landmarks.shape[0]
-    adj = graph.adjacency(graph.landmarks, graph.r2, graph.degrees)
-    inv_sqrt = 1.0 / np.sqrt(graph.degrees)
-    norm_adj = adj.multiply(inv_sqrt[:, None]).multiply(inv_sqrt[None, :]).tocsr()
+WEIGHTS = ("binary", "density")
+
+
+def density_weighted(adjacency: sp.csr_matrix, r2_rows: np.ndarray, r2_landmarks: np.ndarray,
+                     bandwidth2: float) -> sp.csr_matrix:
+    """exp(-max(r2(x), r2(l)) / h2) on each edge (x, l) of a 0/1 adjacency.
+
+    Joined rows are within max(r2(x), r2(l)) of each other, so that maximum is their mutual
+    reachability distance (squared): no distance needs computing.
+    """
+    rows = np.repeat(np.arange(adjacency.shape[0]), np.diff(adjacency.indptr))
+    reach = np.maximum(r2_rows[rows], r2_landmarks[adjacency.indices])
+    return sp.csr_matrix((np.exp(-reach / bandwidth2), adjacency.indices, adjacency.indptr),
+                         shape=adjacency.shape)
+
+
+def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = adjacency.shape[0]
+    degrees = np.asarray(adjacency.sum(axis=1)).ravel()
+    inv_sqrt = 1.0 / np.sqrt(degrees)
+    norm_adj = adjacency.multiply(inv_sqrt[:, None]).multiply(inv_sqrt[None, :]).tocsr()
     if n <= dense_limit or n_components >= n - 1:
         lam, vec = np.linalg.eigh(norm_adj.toarray())
     else:
-        v0 = np.sqrt(graph.degrees / graph.degrees.sum())  # the top eigenvector, deterministic start
+        v0 = np.sqrt(degrees / degrees.sum())  # the top eigenvector, deterministic start
         lam, vec = eigsh(norm_adj, k=n_components, which="LA", v0=v0)
     order = np.argsort(lam)[::-1]
-    return lam[order], np.ascontiguousarray(vec[:, order])
+    return lam[order], np.ascontiguousarray(vec[:, order]), degrees
 
 
 def auto_diffusion_time(eigenvalues: np.ndarray, n_clusters: int | None) -> float:
@@ -92,11 +130,14 @@ class Heat(KernelType):
     name = "heat"
     explicit_features = True
     fitted = True
-    option_defaults = {"n_neighbors": 30, "t": "auto", "n_components": 50, "dense_limit": 2000}
+    option_defaults = {"n_neighbors": 30, "t": "auto", "n_components": 50, "dense_limit": 2000,
+                       "weights": "binary"}
 
     def check(self, params):
         o = params.options
         check_n_neighbors(o["n_neighbors"])
+        if o["weights"] not in WEIGHTS:
+            raise ParameterError(f"weights must be one of {WEIGHTS}, got {o['weights']!r}")
         t = o["t"]
         if t == "auto":
             return
@@ -110,20 +151,23 @@ class Heat(KernelType):
     def fit(self, params, landmarks, n_clusters=None):
         o = params.options
         graph = LandmarkGraph.fit(landmarks, o["n_neighbors"])
-        lam, vec = _spectrum(graph, int(o["n_components"]), int(o["dense_limit"]))
+        bandwidth2 = max(float(np.median(graph.r2)), float(np.finfo(np.float64).tiny))
+        unfitted = HeatState(graph, np.empty(0), np.empty((0, 0)), 1.0, o["weights"], bandwidth2)
+        adjacency = unfitted.affinity(graph.landmarks, graph.r2, graph.degrees)
+        lam, vec, degrees = _spectrum(adjacency, int(o["n_components"]), int(o["dense_limit"]))
         t = o["t"]
         if t == "auto":
             t = auto_diffusion_time(lam, n_clusters)
-        return HeatState(graph, lam, vec, float(t))
+        return HeatState(graph, lam, vec, float(t), o["weights"], bandwidth2, degrees)
 
     def prepare(self, params, x):
         state: HeatState = params.fitted
         graph = state.graph
         r2, deg = graph.place(x)
-        adj = graph.adjacency(x, r2, deg)
-        inv_sqrt_l = 1.0 / np.sqrt(graph.degrees)
+        adj = state.affinity(x, r2, deg)
+        inv_sqrt_l = 1.0 / np.sqrt(state.degrees)
         projected = adj @ (state.eigenvectors * inv_sqrt_l[:, None])
-        projected /= np.sqrt(deg)[:, None]
+        projected /= np.sqrt(np.asarray(adj.sum(axis=1)).ravel())[:, None]
         lam = state.eigenvalues
         keep = np.abs(lam) > _MIN_EIGENVALUE
         factor = np.zeros_like(lam)
@@ -149,10 +193,16 @@ class Heat(KernelType):
         arrays = fitted.graph.to_arrays("kernel_")
         arrays["kernel_eigenvalues"] = fitted.eigenvalues
         arrays["kernel_eigenvectors"] = fitted.eigenvectors
-        return arrays, {"n_neighbors": fitted.graph.n_neighbors, "t": fitted.t}
+        arrays["kernel_heat_degrees"] = fitted.degrees
+        return arrays, {"n_neighbors": fitted.graph.n_neighbors, "t": fitted.t,
+                        "weights": fitted.weights, "bandwidth2": fitted.bandwidth2}
 
     def fitted_from_arrays(self, arrays, meta):
         graph = LandmarkGraph.from_arrays(arrays, "kernel_", int(meta["n_neighbors"]))
+        # states saved before edge weights existed are binary
+        degrees = arrays["kernel_heat_degrees"] if "kernel_heat_degrees" in arrays else None
         return HeatState(graph, arrays["kernel_eigenvalues"].astype(np.float64),
                          np.ascontiguousarray(arrays["kernel_eigenvectors"], dtype=np.float64),
-                         float(meta["t"]))
+                         float(meta["t"]), str(meta.get("weights", "binary")),
+                         float(meta.get("bandwidth2", 1.0)),
+                         None if degrees is None else degrees.astype(np.float64))
