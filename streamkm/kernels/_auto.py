@@ -15,8 +15,9 @@ initialisation sample, which of the two kernels to use, without labels:
    sum_j cut(C_j) / vol(C_j): how many graph edges the partition cuts, a label-free measure
    of whether clusters follow the data's connected shapes.
 3. Keep the median-width kernel unless the heat partition's cut is below ``NCUT_RATIO``
-   times the median width's and at least ``NCUT_MARGIN`` lower (well-separated convex
-   clusters have both cuts near 0). On convex clusters both partitions agree (same cut) and the
+   times the median width's and either at least ``NCUT_MARGIN`` lower (well-separated
+   convex clusters have both cuts near 0) or zero (the graph falls apart into the heat
+   partition's clusters while the median width cuts some edges). On convex clusters both partitions agree (same cut) and the
    median width stays, so nothing changes there; on moons and rings the median width cuts
    across the shapes and the heat kernel is chosen, fitted on the whole initialisation
    decision rows (its landmarks, at most ``DECISION_ROWS``; every other row, in ``fit`` and
@@ -50,6 +51,13 @@ AUTO_HEAT_OPTIONS = {"n_neighbors": AUTO_NEIGHBORS, "weights": "density"}
 NCUT_RATIO = 0.5
 #: ... and by at least this much: well-separated convex clusters have both cuts near 0
 NCUT_MARGIN = 0.01
+#: a heat partition cutting no edge at all (the graph falls apart into its clusters) beats
+#: any width partition that cuts some, however few: on well-separated rings the median
+#: width can find the rings on the decision rows and still cut across them in the fit
+_ZERO_CUT = 1e-12
+#: ... and "cuts some" means more than rounding: one edge of a 1000-row, 20-neighbour graph
+#: is about 1e-4 of its volume
+_EDGE_CUT = 1e-6
 _N_STARTS = 5
 _MAX_ITER = 50
 
@@ -122,7 +130,8 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
     for name, kmat in (("width", width_spec.block(rows, rows)),
                        ("heat", features @ features.T)):
         cuts[name] = normalized_cut(adjacency, _kernel_lloyd(kmat, n_clusters, rng), n_clusters)
-    if (cuts["heat"] < NCUT_RATIO * cuts["width"]
-            and cuts["width"] - cuts["heat"] > NCUT_MARGIN):
+    if cuts["heat"] < NCUT_RATIO * cuts["width"] and (
+            cuts["width"] - cuts["heat"] > NCUT_MARGIN
+            or cuts["heat"] <= _ZERO_CUT < _EDGE_CUT <= cuts["width"]):
         return heat
     return width_spec
