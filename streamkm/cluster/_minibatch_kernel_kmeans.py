@@ -73,16 +73,17 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
         median heuristic (polynomial: 1 / n_features), ``"eigengap"`` picks among widths
         median * 2^j by the eigengap of the normalised kernel matrix. ``"auto"`` (or None)
-        for rbf / laplacian: the median width, or the heat kernel (10 neighbours) when
-        the median width's partition of the sample cuts more than twice as many k-nn graph
-        edges as the heat kernel's (non-convex clusters such as moons and rings; not with
+        for rbf / laplacian: the median width, or the density-weighted heat kernel (20
+        neighbours) when the median width's partition of the sample cuts more than twice
+        the k-nn graph weight of the heat kernel's (non-convex clusters such as moons and
+        rings; not with
         drift handling or raw rows for re-sketching, nor below max(500, 20 k) sample
         rows); the choice is ``kernel_``
         and ``gamma_`` (None for heat), kept in the state. Rule, evidence and limits:
         docs/kernels.md.
     kernel_params : dict, optional
-        Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``
-        and ``dense_limit`` (heat).
+        Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``,
+        ``dense_limit`` and ``weights`` (heat: ``"binary"`` or ``"density"``).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0

@@ -5,24 +5,24 @@ No single width makes rbf kernel k-means separate two rings: on ``make_circles``
 partition has a *higher* rbf kernel k-means objective than a convex cut at every width
 (docs/kernels.md), and locally scaled Gaussians (Zelnik-Manor & Perona) have the true
 partition as a near-optimum that Lloyd iterations do not reach. A diffusion over the k-nn
-graph (the ``heat`` kernel) does separate them. So ``"auto"`` decides, once, on the
+graph (the ``heat`` kernel) does, once its edges are weighted by density so that the noise
+between two shapes does not bridge them (``weights="density"``). So ``"auto"`` decides, once, on the
 initialisation sample, which of the two kernels to use, without labels:
 
 1. On at most ``DECISION_ROWS`` rows of the sample, cluster twice: kernel k-means with the
-   median-width kernel and with the heat kernel fitted on those rows (``n_init`` k-means++
-   starts each, lowest objective).
-2. Score both partitions by their normalised cut on the heat kernel's k-nn graph,
-   sum_j cut(C_j) / vol(C_j): how many graph edges the partition cuts, a label-free measure
+   median-width kernel and with the density-weighted heat kernel fitted on those rows
+   (``_N_STARTS`` k-means++ starts each, lowest objective).
+2. Score both partitions by their normalised cut on the heat kernel's weighted k-nn graph,
+   sum_j cut(C_j) / vol(C_j): how much edge weight the partition cuts, a label-free measure
    of whether clusters follow the data's connected shapes.
 3. Keep the median-width kernel unless the heat partition's cut is below ``NCUT_RATIO``
    times the median width's and either at least ``NCUT_MARGIN`` lower (well-separated
    convex clusters have both cuts near 0) or zero (the graph falls apart into the heat
-   partition's clusters while the median width cuts some edges). On convex clusters both partitions agree (same cut) and the
-   median width stays, so nothing changes there; on moons and rings the median width cuts
-   across the shapes and the heat kernel is chosen, fitted on the whole initialisation
-   decision rows (its landmarks, at most ``DECISION_ROWS``; every other row, in ``fit`` and
-   in the stream, uses its out-of-sample extension). Fitting it on more landmarks with the
-   same number of neighbours makes the graph finer and measured worse on noisy moons.
+   partition's clusters while the median width cuts some edges). On convex clusters both
+   partitions agree (same cut) and the median width stays, so nothing changes there; on
+   moons and rings the median width cuts across the shapes and the heat kernel is chosen,
+   fitted on the decision rows (its landmarks, at most ``DECISION_ROWS``; every other row,
+   in ``fit`` and in the stream, uses its out-of-sample extension).
 
 The choice is recorded in the model state (the resolved :class:`KernelSpec`). The heat
 kernel is not considered when ``allow_graph`` is false (drift handling: a graph fixed on
@@ -39,13 +39,13 @@ import scipy.sparse as sp
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
-__all__ = ["AUTO_MIN_ROWS", "AUTO_NEIGHBORS", "DECISION_ROWS", "NCUT_MARGIN", "NCUT_RATIO",
+__all__ = ["AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS", "DECISION_ROWS", "NCUT_MARGIN", "NCUT_RATIO",
            "choose_auto_kernel", "normalized_cut"]
 
 AUTO_MIN_ROWS = 500
 DECISION_ROWS = 1000
-#: neighbours of the auto heat kernel's graph: 10 measured better than the heat default 30
-#: on noisy moons (ARI 1.00 vs 0.66 at noise 0.1) and the same elsewhere (docs/kernels.md)
+#: neighbours of the auto heat kernel's graph: with density weights 20 measured better than
+#: 10 on noisy rings and the same on noisy moons (docs/kernels.md)
 AUTO_NEIGHBORS = 20
 AUTO_HEAT_OPTIONS = {"n_neighbors": AUTO_NEIGHBORS, "weights": "density"}
 NCUT_RATIO = 0.5
