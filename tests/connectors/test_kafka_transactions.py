@@ -4,9 +4,11 @@ What the test broker (Tansu) can show is tested here: outputs and consumed offse
 committed together (offsets visible after the commit, not before), a crash between a
 transaction's commit and the checkpoint that follows it replays the records in between
 without writing their outputs again, and a zombie producer is fenced (the fenced service
-stops with exit 1 and a restart carries on). Tansu hands the records of *aborted*
-transactions to ``read_committed`` consumers too (checked first below), so the abort path
-is not provable on it: docs/service.md says so.
+stops with exit 1, also when no record arrives after the fence, and a restart carries on).
+Tansu hands the records of *aborted* transactions to ``read_committed`` consumers too
+(checked first below), so the abort path is not provable on it, and it never answers the
+``EndTxn`` of a producer fenced after it sent its offsets (pinned below: the commit gives up
+after ``flush_timeout_s``): docs/service.md says so.
 """
 
 from __future__ import annotations
