@@ -410,11 +410,30 @@ class KafkaOutputTransaction(KafkaProducerHandle):
             producer.begin_transaction()
             _within(self.flush_timeout_s, "send_offsets_to_transaction",
                     lambda: producer.send_offsets_to_transaction(offsets, group))
+        except TimeoutError as exc:
+            raise self._fail("check", exc) from exc
+        except Exception as exc:  # noqa: BLE001 - fenced, or abortable (group rebalanced)
+            self._abort_failed_check(producer, exc)
+            return
+        try:
             _within(self.flush_timeout_s, "abort_transaction", producer.abort_transaction)
-        except Exception as exc:  # noqa: BLE001 - fenced, timed out
+        except Exception as exc:  # noqa: BLE001 - fenced meanwhile, timed out
             raise self._fail("check", exc) from exc
         self.checks += 1
         self._last_contact = time.monotonic()
+
+    def _abort_failed_check(self, producer: Any, exc: Exception) -> None:
+        """Abort the check's transaction after ``exc``: an abortable error (the group's
+        generation changed meanwhile, ...) leaves the producer usable, so the check is
+        logged and the process carries on; after a fatal one (fenced) kafka-python refuses
+        the abort and the transaction fails."""
+        try:
+            _within(self.flush_timeout_s, "abort_transaction", producer.abort_transaction)
+        except Exception:  # noqa: BLE001
+            raise self._fail("check", exc) from exc
+        log_event(_log, "warning", "kafka_transaction_check_failed",
+                  transactional_id=self.transactional_id,
+                  error=f"{type(exc).__name__}: {exc}")
 
     def _offsets(self, positions: dict[str, dict[str, Any]], source: Any
                  ) -> tuple[dict[Any, Any], Any]:

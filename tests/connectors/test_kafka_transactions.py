@@ -171,7 +171,7 @@ def test_outputs_and_offsets_commit_together_and_a_zombie_is_fenced(
 
 
 def test_an_idle_check_tells_a_fenced_producer_and_writes_nothing(
-        kafka_broker: TansuBroker) -> None:
+        kafka_broker: TansuBroker, caplog: pytest.LogCaptureFixture) -> None:
     """While no transaction commits, :meth:`KafkaOutputTransaction.check` asks the
     coordinator every ``check_interval_s``; the group's offsets and the outputs stay as the
     last commit left them."""
@@ -194,18 +194,43 @@ def test_an_idle_check_tells_a_fenced_producer_and_writes_nothing(
         handle.check(source)
         assert handle.checks == 2 and not handle.open
         assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {0: 4}
+        # an error that aborts the check's transaction only (kafka-python refuses this
+        # group metadata before sending) leaves the producer usable
+        with caplog.at_level("WARNING", logger="streamkm.kafka"):
+            handle.check(_BadGroupMetadata(source))
+        assert [r.msg for r in caplog.records] == ["kafka_transaction_check_failed"]
+        assert handle.checks == 2
+        sink.write_assignments(["b"], np.array([1]), np.array([0.5]), 2)
+        sink.sync()
+        handle.commit({f"{topic}:0": {"offset": 6}}, source)
+        assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {0: 6}
 
         _usurp(kafka_broker.bootstrap, tid)
         with pytest.raises(OutputTransactionError, match="txn-check.*check.*Fenced"):
             handle.check(source)
         with pytest.raises(OutputTransactionError):  # and at every later use
-            handle.commit({f"{topic}:0": {"offset": 5}}, source)
-        assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {0: 4}
+            handle.commit({f"{topic}:0": {"offset": 7}}, source)
+        assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {0: 6}
         assert [json.loads(v)["id"] for v in _read_committed(
-            kafka_broker.bootstrap, f"{topic}-out")] == ["a"]
+            kafka_broker.bootstrap, f"{topic}-out")] == ["a", "b"]
     finally:
         sink.close()
         source.close()
+
+
+class _BadGroupMetadata:
+    """A source whose group metadata claims a generation without a member id."""
+
+    def __init__(self, source: KafkaSource) -> None:
+        self._source = source
+
+    def transaction_offsets(self, positions: dict[str, dict[str, Any]]
+                            ) -> tuple[dict[Any, Any], Any]:
+        from kafka.structs import ConsumerGroupMetadata
+
+        offsets, group = self._source.transaction_offsets(positions)
+        return offsets, ConsumerGroupMetadata(group_id=group.group_id, generation_id=7,
+                                              member_id="")
 
 
 class _UsurpedBeforeCommit:
