@@ -37,6 +37,7 @@ Messages:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -207,6 +208,43 @@ def _close_now(producer: Any) -> None:
         log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
 
 
+def _within(seconds: float, what: str, call: Callable[[], Any]) -> None:
+    """Run one of kafka-python's transactional calls, waiting at most ``seconds``.
+
+    ``send_offsets_to_transaction``, ``commit_transaction`` and ``abort_transaction`` wait for
+    the transaction coordinator's answer without a time limit and send the request again
+    after every lost connection, so a broker that drops the connection instead of answering
+    (Tansu does so at the ``EndTxn`` of a fenced producer) would block the service for ever.
+    The call runs on a daemon thread, left waiting after a timeout: the caller then gives the
+    producer up.
+
+    Raises
+    ------
+    TimeoutError
+        No answer within ``seconds``.
+    Exception
+        Whatever the call raised.
+    """
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            errors.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"streamkm-kafka-{what}", daemon=True).start()
+    if not done.wait(seconds):
+        raise TimeoutError(f"the transaction coordinator did not answer {what} within "
+                           f"{seconds!r} s (broker unreachable, or this producer was fenced "
+                           f"and the broker dropped the connection instead of answering)")
+    if errors:
+        raise errors[0]
+
+
 class KafkaOutputTransaction(KafkaProducerHandle):
     """A transactional producer shared by the sinks: the
     :class:`~streamkm.sinks.OutputTransaction` of exactly-once Kafka outputs.
@@ -216,19 +254,37 @@ class KafkaOutputTransaction(KafkaProducerHandle):
     (Kafka's read-process-write pattern) and commits it. The producer is created with
     ``init_transactions``, which fences (and aborts the open transaction of) any earlier
     producer with the same ``transactional_id``. A transaction that cannot complete (the
-    producer was fenced, a message refused, a flush timed out, partitions lost) raises
+    producer was fenced, a message refused, a flush timed out, partitions lost, the
+    coordinator silent for ``flush_timeout_s``) raises
     :class:`~streamkm.exceptions.OutputTransactionError`, now and at every later call: the
     process must restart from its last checkpoint. The open transaction is aborted when the
     producer is closed.
+
+    A fenced producer learns it only from the broker, at its next transactional request:
+    while no transaction commits, :meth:`check` sends one every ``check_interval_s``.
+
+    Parameters
+    ----------
+    producer_settings : dict
+        Keyword arguments for ``kafka.KafkaProducer``, with ``transactional_id``.
+    check_interval_s : float
+        Seconds without a commit after which :meth:`check` asks the coordinator.
+    **kwargs
+        See :class:`KafkaProducerHandle`.
     """
 
-    def __init__(self, producer_settings: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, producer_settings: dict[str, Any], *, check_interval_s: float = 5.0,
+                 **kwargs: Any) -> None:
         super().__init__(producer_settings, **kwargs)
         self.transactional_id = str(producer_settings["transactional_id"])
+        self.check_interval_s = check_interval_s
         self.open = False  # a transaction has begun and is neither committed nor aborted
         self.commits = 0
+        self.checks = 0  # idle checks that reached the coordinator
         self._failure: OutputTransactionError | None = None
         self._last_offsets: dict[Any, Any] | None = None
+        self._last_positions: dict[str, dict[str, Any]] | None = None
+        self._last_contact = time.monotonic()  # the last commit or check
 
     def _create_producer(self) -> Any:
         producer = super()._create_producer()
@@ -304,12 +360,9 @@ class KafkaOutputTransaction(KafkaProducerHandle):
         OutputTransactionError
             The transaction failed (see the class docstring).
         """
-        self._check()
-        try:
-            offsets, group = source.transaction_offsets(positions)
-        except OutputTransactionError as exc:
-            raise self._fail("offsets", exc) from exc
+        offsets, group = self._offsets(positions, source)
         if not self.open and (not offsets or offsets == self._last_offsets):
+            self._last_positions = positions
             return  # nothing written, nothing read since the last commit
         producer = self._client.get()
         if producer is None:
@@ -317,18 +370,85 @@ class KafkaOutputTransaction(KafkaProducerHandle):
         try:
             self._before_send(producer)
             if offsets:
-                producer.send_offsets_to_transaction(offsets, group)
-            producer.commit_transaction()
+                _within(self.flush_timeout_s, "send_offsets_to_transaction",
+                        lambda: producer.send_offsets_to_transaction(offsets, group))
+            _within(self.flush_timeout_s, "commit_transaction", producer.commit_transaction)
         except Exception as exc:  # noqa: BLE001 - fenced, timed out, refused
             raise self._fail("commit", exc) from exc
         self.open = False
         self.commits += 1
-        self._last_offsets = offsets
+        self._last_offsets, self._last_positions = offsets, positions
+        self._last_contact = time.monotonic()
+
+    def check(self, source: Any) -> None:
+        """Ask the transaction coordinator whether this producer may still commit, if no
+        transaction committed for ``check_interval_s`` and none is open.
+
+        The check is a transaction holding the offsets of the last commit (for the
+        partitions still assigned), aborted at once: the broker compares the producer's
+        epoch when it stores the offsets, so a fenced producer is told without writing
+        anything. Nothing is checked before the first commit, nor while a transaction is
+        open (the next checkpoint commits it).
+
+        Raises
+        ------
+        OutputTransactionError
+            The producer was fenced, or the coordinator did not answer within
+            ``flush_timeout_s``.
+        """
+        self._check()
+        now = time.monotonic()
+        producer = self._client.client
+        if (self.open or producer is None or self._last_positions is None
+                or now - self._last_contact < self.check_interval_s):
+            return
+        self._last_contact = now
+        offsets, group = self._offsets(self._last_positions, source)
+        if not offsets:
+            return
+        try:
+            producer.begin_transaction()
+            _within(self.flush_timeout_s, "send_offsets_to_transaction",
+                    lambda: producer.send_offsets_to_transaction(offsets, group))
+        except TimeoutError as exc:
+            raise self._fail("check", exc) from exc
+        except Exception as exc:  # noqa: BLE001 - fenced, or abortable (group rebalanced)
+            self._abort_failed_check(producer, exc)
+            return
+        try:
+            _within(self.flush_timeout_s, "abort_transaction", producer.abort_transaction)
+        except Exception as exc:  # noqa: BLE001 - fenced meanwhile, timed out
+            raise self._fail("check", exc) from exc
+        self.checks += 1
+        self._last_contact = time.monotonic()
+
+    def _abort_failed_check(self, producer: Any, exc: Exception) -> None:
+        """Abort the check's transaction after ``exc``: an abortable error (the group's
+        generation changed meanwhile, ...) leaves the producer usable, so the check is
+        logged and the process carries on; after a fatal one (fenced) kafka-python refuses
+        the abort and the transaction fails."""
+        try:
+            _within(self.flush_timeout_s, "abort_transaction", producer.abort_transaction)
+        except Exception:  # noqa: BLE001
+            raise self._fail("check", exc) from exc
+        log_event(_log, "warning", "kafka_transaction_check_failed",
+                  transactional_id=self.transactional_id,
+                  error=f"{type(exc).__name__}: {exc}")
+
+    def _offsets(self, positions: dict[str, dict[str, Any]], source: Any
+                 ) -> tuple[dict[Any, Any], Any]:
+        """``source.transaction_offsets(positions)``, failing the transaction if the
+        partitions are being lost."""
+        self._check()
+        try:
+            return source.transaction_offsets(positions)
+        except OutputTransactionError as exc:
+            raise self._fail("offsets", exc) from exc
 
     def _before_close(self, producer: Any) -> None:
         if self.open and self._failure is None:
             try:
-                producer.abort_transaction()
+                _within(self.flush_timeout_s, "abort_transaction", producer.abort_transaction)
             except Exception as exc:  # noqa: BLE001 - fenced meanwhile: aborted anyway
                 log_event(_log, "warning", "kafka_transaction_abort_failed",
                           error=f"{type(exc).__name__}: {exc}")
@@ -562,8 +682,9 @@ def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None
     if kafka.transactional_id is not None:
         settings.update(transactional_id=kafka.transactional_id,
                         transaction_timeout_ms=kafka.transaction_timeout_ms)
-        handle = KafkaOutputTransaction(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
-                                        metrics=metrics)
+        handle = KafkaOutputTransaction(
+            settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0, metrics=metrics,
+            check_interval_s=kafka.transaction_check_interval_ms / 1000.0)
     else:
         handle = KafkaProducerHandle(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
                                      metrics=metrics)

@@ -187,6 +187,19 @@ class OutputTransaction(Protocol):
         """
         ...
 
+    def check(self, source: Any) -> None:
+        """Called between batches: make sure, cheaply and at most every few seconds, that
+        a commit is still possible while none comes (an idle process learns that it was
+        fenced without waiting for input).
+
+        Raises
+        ------
+        OutputTransactionError
+            No commit is possible any more: the process must restart from its last
+            checkpoint.
+        """
+        ...
+
 
 @dataclass
 class SinkSet:
@@ -334,6 +347,12 @@ class SinkSet:
         sinks; nothing to do otherwise). See :meth:`OutputTransaction.commit`."""
         if self.transaction is not None:
             self.transaction.commit(positions, source)
+
+    def check_transaction(self, source: Any) -> None:
+        """Between batches: let the transaction check that it can still commit (see
+        :meth:`OutputTransaction.check`; nothing to do without one)."""
+        if self.transaction is not None:
+            self.transaction.check(source)
 
     def _dead_letter(self, raw: bytes, reason: str, detail: str,
                      position: dict[str, Any]) -> None:

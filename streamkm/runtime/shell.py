@@ -242,7 +242,7 @@ class Runtime:
         """Process batches until a stop is requested; then checkpoint and close."""
         if not self._started:
             self.start()
-        assert self.batcher is not None
+        assert self.batcher is not None and self.sinks is not None
         try:
             while not self._stop.is_set():
                 self.health.beat()
@@ -253,6 +253,7 @@ class Runtime:
                 if batch is not None and batch.n_read and self.learner.accepts(batch):
                     self.process(batch)
                 self._maybe_checkpoint()
+                self.sinks.check_transaction(self.source)  # fenced while idle: raises
                 if self.dynamic is not None:
                     self.dynamic.poll(0.0)  # stay in the group; rebalance between batches
         except BaseException:

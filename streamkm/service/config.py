@@ -199,6 +199,9 @@ class KafkaConfig(_Section):
     #: its restarts (a restart fences the previous incarnation's producer).
     transactional_id: str | None = Field(default=None, min_length=1)
     transaction_timeout_ms: int = Field(default=60000, gt=0)
+    #: While no transaction commits, how often the producer checks with the transaction
+    #: coordinator that it was not fenced (connectors/kafka_sinks.py).
+    transaction_check_interval_ms: int = Field(default=5000, gt=0)
     consumer: dict[str, Any] = Field(default_factory=dict)
     producer: dict[str, Any] = Field(default_factory=dict)
 
@@ -596,11 +599,10 @@ class ServiceConfig(_Section):
     def _transactions_need_kafka_both_ways(self) -> ServiceConfig:
         tid = self.kafka.transactional_id
         if tid is None:
-            default = type(self.kafka).model_fields["transaction_timeout_ms"].default
-            if self.kafka.transaction_timeout_ms != default:  # set for nothing
-                raise ValueError(f"kafka.transaction_timeout_ms = "
-                                 f"{self.kafka.transaction_timeout_ms!r} needs "
-                                 f"kafka.transactional_id")
+            for key in ("transaction_timeout_ms", "transaction_check_interval_ms"):
+                value = getattr(self.kafka, key)
+                if value != type(self.kafka).model_fields[key].default:  # set for nothing
+                    raise ValueError(f"kafka.{key} = {value!r} needs kafka.transactional_id")
             return self
         if self.source.kind != "kafka" or self.sinks.kind != "kafka":
             raise ValueError(f"kafka.transactional_id = {tid!r} needs source.kind = 'kafka' and "

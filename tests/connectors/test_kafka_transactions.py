@@ -4,9 +4,11 @@ What the test broker (Tansu) can show is tested here: outputs and consumed offse
 committed together (offsets visible after the commit, not before), a crash between a
 transaction's commit and the checkpoint that follows it replays the records in between
 without writing their outputs again, and a zombie producer is fenced (the fenced service
-stops with exit 1 and a restart carries on). Tansu hands the records of *aborted*
-transactions to ``read_committed`` consumers too (checked first below), so the abort path
-is not provable on it: docs/service.md says so.
+stops with exit 1, also when no record arrives after the fence, and a restart carries on).
+Tansu hands the records of *aborted* transactions to ``read_committed`` consumers too
+(checked first below), so the abort path is not provable on it, and it never answers the
+``EndTxn`` of a producer fenced after it sent its offsets (pinned below: the commit gives up
+after ``flush_timeout_s``): docs/service.md says so.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,8 +35,10 @@ from tests.helpers.kafka_broker import (
     create_topics,
     latest_checkpoint,
     model_count,
+    produce,
     read_count,
     read_topic,
+    valid_value,
     write_config,
 )
 from tests.helpers.kafka_outputs import (
@@ -114,16 +119,25 @@ def _assigned_source(bootstrap: str, topic: str, group: str) -> KafkaSource:
     return source
 
 
-def _transaction(bootstrap: str, transactional_id: str) -> KafkaOutputTransaction:
+def _transaction(bootstrap: str, transactional_id: str, **kwargs: Any
+                 ) -> KafkaOutputTransaction:
     return KafkaOutputTransaction({"bootstrap_servers": [bootstrap], "max_block_ms": 10000,
                                    "transactional_id": transactional_id},
-                                  flush_timeout_s=10.0)
+                                  **{"flush_timeout_s": 10.0, **kwargs})
+
+
+def _usurp(bootstrap: str, transactional_id: str) -> None:
+    """Fence every earlier producer of ``transactional_id`` (a zombie's successor)."""
+    from kafka import KafkaProducer
+
+    usurper = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                            max_block_ms=10000)
+    usurper.init_transactions()
+    usurper.close(timeout=10)
 
 
 def test_outputs_and_offsets_commit_together_and_a_zombie_is_fenced(
         kafka_broker: TansuBroker) -> None:
-    from kafka import KafkaProducer
-
     topic, group = "txn-parts", "g-txn-parts"
     create_topics(kafka_broker.bootstrap, {topic: 1, f"{topic}-out": 1})
     source = _assigned_source(kafka_broker.bootstrap, topic, group)
@@ -143,10 +157,7 @@ def test_outputs_and_offsets_commit_together_and_a_zombie_is_fenced(
         # a zombie: another producer with the same transactional id takes over
         sink.write_assignments(["c"], np.array([0]), np.array([0.5]), 2)
         sink.flush()
-        usurper = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap,
-                                transactional_id="txn-parts", max_block_ms=10000)
-        usurper.init_transactions()
-        usurper.close(timeout=10)
+        _usurp(kafka_broker.bootstrap, "txn-parts")
         with pytest.raises(OutputTransactionError, match="txn-parts.*Fenced"):
             sink.sync()
             handle.commit({f"{topic}:0": {"offset": 3}}, source)
@@ -154,6 +165,114 @@ def test_outputs_and_offsets_commit_together_and_a_zombie_is_fenced(
             sink.write_assignments(["d"], np.array([0]), np.array([0.5]), 3)
             sink.flush()
         assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {0: 2}
+    finally:
+        sink.close()
+        source.close()
+
+
+def test_an_idle_check_tells_a_fenced_producer_and_writes_nothing(
+        kafka_broker: TansuBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """While no transaction commits, :meth:`KafkaOutputTransaction.check` asks the
+    coordinator every ``check_interval_s``; the group's offsets and the outputs stay as the
+    last commit left them."""
+    topic, group, tid = "txn-check", "g-txn-check", "txn-check"
+    create_topics(kafka_broker.bootstrap, {topic: 1, f"{topic}-out": 1})
+    source = _assigned_source(kafka_broker.bootstrap, topic, group)
+    handle = _transaction(kafka_broker.bootstrap, tid, check_interval_s=0.0)
+    sink = AssignmentKafkaSink(handle, f"{topic}-out")
+    try:
+        handle.check(source)  # nothing committed yet: nothing to check
+        assert handle.checks == 0
+        sink.write_assignments(["a"], np.array([0]), np.array([0.5]), 1)
+        sink.sync()
+        handle.commit({f"{topic}:0": {"offset": 4}}, source)
+        handle.check_interval_s = 60.0
+        handle.check(source)  # committed just now: not due
+        assert handle.checks == 0
+        handle.check_interval_s = 0.0
+        handle.check(source)
+        handle.check(source)
+        assert handle.checks == 2 and not handle.open
+        assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {0: 4}
+        # an error that aborts the check's transaction only (kafka-python refuses this
+        # group metadata before sending) leaves the producer usable
+        with caplog.at_level("WARNING", logger="streamkm.kafka"):
+            handle.check(_BadGroupMetadata(source))
+        assert [r.msg for r in caplog.records] == ["kafka_transaction_check_failed"]
+        assert handle.checks == 2
+        sink.write_assignments(["b"], np.array([1]), np.array([0.5]), 2)
+        sink.sync()
+        handle.commit({f"{topic}:0": {"offset": 6}}, source)
+        assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {0: 6}
+
+        _usurp(kafka_broker.bootstrap, tid)
+        with pytest.raises(OutputTransactionError, match="txn-check.*check.*Fenced"):
+            handle.check(source)
+        with pytest.raises(OutputTransactionError):  # and at every later use
+            handle.commit({f"{topic}:0": {"offset": 7}}, source)
+        assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {0: 6}
+        assert [json.loads(v)["id"] for v in _read_committed(
+            kafka_broker.bootstrap, f"{topic}-out")] == ["a", "b"]
+    finally:
+        sink.close()
+        source.close()
+
+
+class _BadGroupMetadata:
+    """A source whose group metadata claims a generation without a member id."""
+
+    def __init__(self, source: KafkaSource) -> None:
+        self._source = source
+
+    def transaction_offsets(self, positions: dict[str, dict[str, Any]]
+                            ) -> tuple[dict[Any, Any], Any]:
+        from kafka.structs import ConsumerGroupMetadata
+
+        offsets, group = self._source.transaction_offsets(positions)
+        return offsets, ConsumerGroupMetadata(group_id=group.group_id, generation_id=7,
+                                              member_id="")
+
+
+class _UsurpedBeforeCommit:
+    """A ``KafkaProducer`` whose transactional id is taken over right after it sent its
+    offsets, before it commits (the race a live zombie runs)."""
+
+    def __init__(self, **settings: Any) -> None:
+        from kafka import KafkaProducer
+
+        self._producer = KafkaProducer(**settings)
+        self._settings = settings
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)
+
+    def send_offsets_to_transaction(self, offsets: Any, group: Any) -> None:
+        self._producer.send_offsets_to_transaction(offsets, group)
+        _usurp(self._settings["bootstrap_servers"][0], self._settings["transactional_id"])
+
+
+def test_tansu_limit_a_fenced_commit_is_never_answered_and_fails_in_bounded_time(
+        kafka_broker: TansuBroker) -> None:
+    """Tansu drops the connection at the ``EndTxn`` of a producer fenced after it sent its
+    offsets (its log: ``ProducerFenced``) instead of answering; kafka-python sends it again
+    for ever. The commit gives up after ``flush_timeout_s``: if this starts failing with
+    ``Fenced``, Tansu answers (update docs/service.md)."""
+    topic, group, tid = "txn-endtxn", "g-txn-endtxn", "txn-endtxn"
+    create_topics(kafka_broker.bootstrap, {topic: 1, f"{topic}-out": 1})
+    source = _assigned_source(kafka_broker.bootstrap, topic, group)
+    handle = _transaction(kafka_broker.bootstrap, tid, flush_timeout_s=3.0,
+                          producer_factory=_UsurpedBeforeCommit)
+    sink = AssignmentKafkaSink(handle, f"{topic}-out")
+    try:
+        sink.write_assignments(["a"], np.array([0]), np.array([0.5]), 1)
+        sink.sync()
+        t0 = time.monotonic()
+        with pytest.raises(OutputTransactionError,
+                           match="txn-endtxn.*commit.*did not answer commit_transaction "
+                                 "within 3.0 s"):
+            handle.commit({f"{topic}:0": {"offset": 1}}, source)
+        assert 3.0 <= time.monotonic() - t0 < 15.0
+        assert group_offsets(kafka_broker.bootstrap, group, topic, 1) == {}
     finally:
         sink.close()
         source.close()
@@ -228,16 +347,29 @@ def test_crash_between_commit_and_checkpoint_replays_without_repeating_outputs(
     assert group_offsets(kafka_broker.bootstrap, group, topic, 3) == dict(per_partition)
 
 
+#: What the first ``kafka_transaction_failed`` of a fenced service says: the broker
+#: answered ``ProducerFenced``, or (Tansu, a usurper between a transaction's offsets and its
+#: ``EndTxn``: test_tansu_limit_a_fenced_commit_is_never_answered...) nothing at all.
+FENCED_ERRORS = ("ProducerFencedError", "did not answer")
+
+
+def _fence_and_wait_for_exit(proc: subprocess.Popen[bytes], log: Path, bootstrap: str,
+                             transactional_id: str) -> dict[str, Any]:
+    """Fence the service's producer; assert that the service exits 1 within the bound
+    (the idle check interval plus the coordinator wait, ``flush_timeout_ms`` 30 s), logs
+    why without a traceback; the first ``kafka_transaction_failed`` event."""
+    _usurp(bootstrap, transactional_id)
+    assert proc.wait(timeout=60) == 1
+    failed = [e for e in log_events(log) if e.get("event") == "kafka_transaction_failed"]
+    assert failed and any(text in failed[0]["error"] for text in FENCED_ERRORS), failed
+    assert count_events(log, "service_failed") == 1
+    assert "Traceback" not in log.read_text()
+    return failed[0]
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, raises=subprocess.TimeoutExpired, reason=(
-    "known defect: a fenced producer is noticed only at the next transaction commit; in "
-    "2 of 4 CI runs the service's read_committed consumer then received no further "
-    "records, so no commit came and the process did not exit (it idles, 'waiting for "
-    "records'); an idle-time commit or a transaction-state probe is the fix"))
 def test_a_fenced_service_stops_and_its_restart_carries_on(
         kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    from kafka import KafkaProducer
-
     topic, group, tid = "txn-fence", "g-txn-fence", "streamkm-txn-fence"
     out = f"{topic}-out"
     create_topics(kafka_broker.bootstrap, {topic: 3, f"{out}-assignments": 3,
@@ -253,17 +385,9 @@ def test_a_fenced_service_stops_and_its_restart_carries_on(
         try:
             wait_until(lambda: count_events(log, "checkpoint_written") >= 3, 60,
                        "checkpoints", [proc])
-            usurper = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap,
-                                    transactional_id=tid, max_block_ms=10000)
-            usurper.init_transactions()  # fences the service's producer
-            usurper.close(timeout=10)
-            assert proc.wait(timeout=90) == 1  # the flush may wait its 30-s timeout
+            _fence_and_wait_for_exit(proc, log, kafka_broker.bootstrap, tid)
         finally:
             kill(proc)
-        failed = [e for e in log_events(log) if e.get("event") == "kafka_transaction_failed"]
-        assert failed and "Fenced" in failed[0]["error"]
-        assert count_events(log, "service_failed") == 1
-        assert "Traceback" not in log.read_text()
         producer.finish()
         producer.join(timeout=60)
         assert producer.error is None
@@ -282,3 +406,47 @@ def test_a_fenced_service_stops_and_its_restart_carries_on(
                             producer.valid_ids)
     per_partition = Counter(i % 3 for i in range(producer.produced))
     assert group_offsets(kafka_broker.bootstrap, group, topic, 3) == dict(per_partition)
+
+
+def _records(first: int, last: int) -> list[tuple[bytes | None, bytes, int]]:
+    """Valid records ``r<first>`` .. ``r<last - 1>``, record ``i`` on partition ``i % 3``."""
+    return [(f"in-{i}".encode(), valid_value(i), i % 3) for i in range(first, last)]
+
+
+@pytest.mark.slow
+def test_a_service_fenced_while_idle_stops_without_further_input(
+        kafka_broker: TansuBroker, tmp_path: Path) -> None:
+    """No record arrives after the fence, so no batch and no commit: the idle check
+    (``transaction_check_interval_ms``) notices it; the restart takes the id back and
+    carries on with new input."""
+    topic, group, tid = "txn-idle", "g-txn-idle", "streamkm-txn-idle"
+    out = f"{topic}-out"
+    create_topics(kafka_broker.bootstrap, {topic: 3, f"{out}-assignments": 3,
+                                           f"{out}-events": 1, f"{out}-dlq": 1})
+    config = transactional_config(write_config(
+        tmp_path, kafka_broker.bootstrap, topic=topic, group=group, out_prefix=out,
+        batch_size=20), tid)
+    config.write_text(config.read_text().replace(
+        "[kafka]\n", "[kafka]\ntransaction_check_interval_ms = 500\n", 1))
+    log = tmp_path / "service.log"
+    produce(kafka_broker.bootstrap, topic, _records(0, 240))
+    proc = start_service(config, log)
+    try:
+        # everything read is checkpointed, so committed: no transaction is open
+        wait_until(lambda: read_count(tmp_path) >= 240, 60, "the input", [proc])
+        failed = _fence_and_wait_for_exit(proc, log, kafka_broker.bootstrap, tid)
+    finally:
+        kill(proc)
+    assert failed["step"] == "check"
+
+    proc = start_service(config, log)
+    try:
+        produce(kafka_broker.bootstrap, topic, _records(240, 480))
+        wait_until(lambda: read_count(tmp_path) >= 480, 60, "the new input", [proc])
+        assert stop(proc) == 0
+    finally:
+        kill(proc)
+    assert model_count(tmp_path) == 480
+    check_assignments_exact(read_topic(kafka_broker.bootstrap, f"{out}-assignments"),
+                            {f"r{i}" for i in range(480)})
+    assert group_offsets(kafka_broker.bootstrap, group, topic, 3) == {0: 160, 1: 160, 2: 160}

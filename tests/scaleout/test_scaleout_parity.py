@@ -1,7 +1,8 @@
 """Scale-out at parity with one process, against the real (Tansu) broker: drift handling
 and sketched sparse records across two ``streamkm run`` processes.
 
-* drift: one cluster of the stream splits in two mid-stream; the leader splits it, announces
+* drift: one cluster of the stream splits in two mid-stream (the second regime is fed until
+  the split is announced, whatever the load); the leader splits it, announces
   the split with the model version, every member's later assignments use the new stable id,
   the split event is written once, the global counts are exact and the clustering is within
   0.02 ARI of a single process on the same stream;
@@ -16,7 +17,9 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -109,6 +112,8 @@ def _all_versions(bootstrap: str, topic: str) -> list[ModelVersion]:
 
 CENTERS = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
 CHANGE = 1500  # from here on cluster 2 is two clusters, 6 apart
+FEED_CHUNK = 600  # records of the second regime produced at a time until the split
+FEED_LIMIT = 15000
 DRIFT = "\n[drift]\nenabled = true\nk_max = 5\nreservoir_size = 128\nmin_reservoir = 48\n"
 
 
@@ -143,13 +148,33 @@ def _drift_single_process_ari(n: int, held_out: np.ndarray, truth: np.ndarray) -
     return adjusted_rand_score(truth, single.cluster_ids_[single.predict(held_out)])
 
 
+def _feed_until(announced: Callable[[], bool], model: ModelTopic, procs: list[Any],
+                bootstrap: str, prefix: str, produced: int) -> int:
+    """Produce the stream from record ``produced`` on, one chunk each time the global model
+    has counted every record produced so far, until ``announced()``; the records produced.
+    Fails when the model's count stops growing for 90 s or after ``FEED_LIMIT`` records."""
+    last_count, last_progress = -1, time.monotonic()
+    while not announced():
+        count = model.count()
+        if count > last_count:
+            last_count, last_progress = count, time.monotonic()
+        assert time.monotonic() - last_progress < 90, (
+            f"the global model stopped counting at {count} of {produced} records")
+        assert all(proc.poll() is None for proc in procs), "a member exited"
+        if count >= produced:
+            assert produced < FEED_LIMIT, f"no split announced after {produced} records"
+            _produce_points(bootstrap, prefix, produced, produced + FEED_CHUNK)
+            produced += FEED_CHUNK
+        time.sleep(0.2)
+    return produced
+
+
 def test_drift_split_decided_by_the_leader_used_by_every_member(kafka_broker: TansuBroker,
                                                                  tmp_path: Path) -> None:
     bootstrap, prefix = kafka_broker.bootstrap, "so-drift"
     configs = _configs(tmp_path, bootstrap, prefix, decoding="dim = 2", n_clusters=3,
                        extra=DRIFT)
-    first, n = 4500, 6000
-    _produce_points(bootstrap, prefix, 0, first)
+    _produce_points(bootstrap, prefix, 0, CHANGE)
     procs, logs = _run(configs)
     model = ModelTopic(bootstrap, f"{prefix}-model")
 
@@ -160,9 +185,15 @@ def test_drift_split_decided_by_the_leader_used_by_every_member(kafka_broker: Ta
                             for e in log_events(log)) for log in logs.values()))
 
     try:
-        wait_until(announced, 90, "a split announced to both members", list(procs.values()),
-                   interval=0.2)
+        # The leader sets its spread reference levels on the first regime only: the second
+        # one (cluster 2 in two halves) is produced once every record of the first counts,
+        # and fed until both members announce the split, however fast the leader goes.
+        wait_until(lambda: model.count() >= CHANGE, 90, "the first regime counted",
+                   list(procs.values()), interval=0.2)
+        first = _feed_until(announced, model, list(procs.values()), bootstrap, prefix,
+                            CHANGE)
         split_version = min(e["version"] for e in model.latest.cluster_events)
+        n = first + 1500
         _produce_points(bootstrap, prefix, first, n)  # assigned after both adopted the split
         _wait_exact(model, n, list(procs.values()))
         owner = {int(key.rsplit(":", 1)[1]): member  # who owns each partition at the end

@@ -64,6 +64,12 @@ def test_settings_pass_through_and_secrets_stay_hidden(tmp_path: Path) -> None:
     ({"source": KAFKA_SOURCE, "sinks": {"kind": "kafka"},
       "kafka": {"transaction_timeout_ms": 1000}},
      "kafka.transaction_timeout_ms = 1000 needs kafka.transactional_id"),
+    ({"source": KAFKA_SOURCE, "sinks": {"kind": "kafka"},
+      "kafka": {"transaction_check_interval_ms": 1000}},
+     "kafka.transaction_check_interval_ms = 1000 needs kafka.transactional_id"),
+    ({"source": KAFKA_SOURCE, "sinks": {"kind": "kafka"},
+      "kafka": {"transactional_id": "t1", "transaction_check_interval_ms": 0}},
+     "'kafka.transaction_check_interval_ms' has bad value 0"),
     ({"source": KAFKA_SOURCE, "sinks": {"kind": "kafka"}, "scaleout": {"enabled": True},
       "kafka": {"transactional_id": "t1"}},
      "kafka.transactional_id = 't1' is not supported with scaleout.enabled = true"),
@@ -83,11 +89,14 @@ def test_transactional_outputs_reach_the_producer_and_the_source() -> None:
 
     config = config_from_mapping({**BASE, "source": KAFKA_SOURCE, "sinks": {"kind": "kafka"},
                                   "kafka": {"transactional_id": "node-1",
-                                            "transaction_timeout_ms": 20000}})
+                                            "transaction_timeout_ms": 20000,
+                                            "transaction_check_interval_ms": 2500}})
     *sinks, transaction = kafka_sinks_from_config(config.sinks, config.kafka)
     assert isinstance(transaction, KafkaOutputTransaction)
     assert transaction.settings["transactional_id"] == "node-1"
     assert transaction.settings["transaction_timeout_ms"] == 20000
+    assert transaction.check_interval_s == 2.5
+    assert "transaction_check_interval_ms" not in transaction.settings  # not kafka-python's
     assert "transactional_id" not in config.kafka.client_settings()  # not for the consumer
     assert kafka_source_from_config(config.source, config.kafka).replay_committed
     for sink in filter(None, sinks):  # the model sink is off
