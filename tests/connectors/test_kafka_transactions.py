@@ -367,16 +367,24 @@ def _fence_and_wait_for_exit(proc: subprocess.Popen[bytes], log: Path, bootstrap
     return failed[0]
 
 
-@pytest.mark.slow
-def test_a_fenced_service_stops_and_its_restart_carries_on(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    topic, group, tid = "txn-fence", "g-txn-fence", "streamkm-txn-fence"
+def _transactional_service(kafka_broker: TansuBroker, tmp_path: Path, name: str
+                           ) -> tuple[str, str, str, str, Path]:
+    """Topics and a transactional service config (batches of 20, 3 input partitions):
+    (topic, group, transactional id, output prefix, config path)."""
+    topic, group, tid = f"txn-{name}", f"g-txn-{name}", f"streamkm-txn-{name}"
     out = f"{topic}-out"
     create_topics(kafka_broker.bootstrap, {topic: 3, f"{out}-assignments": 3,
                                            f"{out}-events": 1, f"{out}-dlq": 1})
     config = transactional_config(write_config(
         tmp_path, kafka_broker.bootstrap, topic=topic, group=group, out_prefix=out,
         batch_size=20), tid)
+    return topic, group, tid, out, config
+
+
+@pytest.mark.slow
+def test_a_fenced_service_stops_and_its_restart_carries_on(
+        kafka_broker: TansuBroker, tmp_path: Path) -> None:
+    topic, group, tid, out, config = _transactional_service(kafka_broker, tmp_path, "fence")
     log = tmp_path / "service.log"
     producer = PacedProducer(kafka_broker.bootstrap, topic, minimum=900)
     producer.start()
@@ -419,13 +427,7 @@ def test_a_service_fenced_while_idle_stops_without_further_input(
     """No record arrives after the fence, so no batch and no commit: the idle check
     (``transaction_check_interval_ms``) notices it; the restart takes the id back and
     carries on with new input."""
-    topic, group, tid = "txn-idle", "g-txn-idle", "streamkm-txn-idle"
-    out = f"{topic}-out"
-    create_topics(kafka_broker.bootstrap, {topic: 3, f"{out}-assignments": 3,
-                                           f"{out}-events": 1, f"{out}-dlq": 1})
-    config = transactional_config(write_config(
-        tmp_path, kafka_broker.bootstrap, topic=topic, group=group, out_prefix=out,
-        batch_size=20), tid)
+    topic, group, tid, out, config = _transactional_service(kafka_broker, tmp_path, "idle")
     config.write_text(config.read_text().replace(
         "[kafka]\n", "[kafka]\ntransaction_check_interval_ms = 500\n", 1))
     log = tmp_path / "service.log"
