@@ -76,11 +76,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         for rbf / laplacian: the median width, or the density-weighted heat kernel (20
         neighbours) when the median width's partition of the sample cuts more than twice
         the k-nn graph weight of the heat kernel's (non-convex clusters such as moons and
-        rings; not with
-        drift handling or raw rows for re-sketching, nor below max(500, 20 k) sample
-        rows); the choice is ``kernel_``
-        and ``gamma_`` (None for heat), kept in the state. Rule, evidence and limits:
-        docs/kernels.md.
+        rings) or the graph falls apart into exactly k pieces; not with drift handling,
+        raw rows for re-sketching or explicit ``kernel_params``, nor below max(500, 20 k)
+        sample rows. The choice is ``kernel_`` and ``gamma_`` (None for heat), kept in the
+        state. Rule, evidence and limits: docs/kernels.md.
     kernel_params : dict, optional
         Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``,
         ``dense_limit`` and ``weights`` (heat: ``"binary"`` or ``"density"``).
