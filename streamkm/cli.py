@@ -26,6 +26,7 @@ SIGTERM / SIGINT make the service finish its batch, checkpoint and exit 0.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import signal
 import sys
@@ -55,7 +56,8 @@ def _error(message: str) -> None:
 
 
 def _install_stop_handlers(stop: Callable[[], None]) -> None:
-    """First SIGTERM/SIGINT: graceful stop. A second SIGINT: immediate KeyboardInterrupt."""
+    """First SIGTERM/SIGINT: graceful stop. A second SIGINT: immediate KeyboardInterrupt.
+    SIGUSR1: every thread's stack to stderr (what a service that does not stop is doing)."""
     def handler(signum: int, _frame: Any) -> None:
         stop()
         if signum == signal.SIGINT:
@@ -63,6 +65,7 @@ def _install_stop_handlers(stop: Callable[[], None]) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 class _ClearStatusLine:

@@ -107,11 +107,17 @@ class RunningService:
             time.sleep(0.02)
 
     def stop(self) -> int:
-        """SIGTERM and wait; the exit code."""
+        """SIGTERM and wait; the exit code. A service still running after 60 s fails the
+        test with its log and every thread's stack (SIGUSR1)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(2.0)
+            raise AssertionError(f"the service did not stop within 60 s of SIGTERM; its log "
+                                 f"and stacks:\n{self.stderr()[-6000:]}") from None
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()

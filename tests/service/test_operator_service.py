@@ -247,3 +247,22 @@ def test_secret_never_in_logs_metrics_or_checkpoint(tmp_path: Path) -> None:
         assert secret.encode() not in path.read_bytes()
     ckpt = CheckpointStore(tmp_path / "ck").load_latest()
     assert ckpt.meta["config"]["kafka.sasl_plain_password"] == "**********"
+
+
+@pytest.mark.integration
+def test_sigusr1_writes_every_threads_stack_and_the_service_carries_on(tmp_path: Path) -> None:
+    """An operator whose service does not stop asks it what it is doing (SIGUSR1)."""
+    import signal
+
+    rows = blob_rows(300)
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, rows)
+    service = RunningService(service_config(tmp_path, data))
+    try:
+        service.wait_until(service.started)
+        service.proc.send_signal(signal.SIGUSR1)
+        service.wait_until(lambda: "most recent call first" in service.stderr())
+        assert service.stderr().count("Thread 0x") >= 2  # the loop and its helper threads
+        service.wait_until(lambda: count_lines(tmp_path / "out" / "assignments.jsonl") >= 300)
+    finally:
+        assert service.stop() == 0
