@@ -110,6 +110,19 @@ class KafkaProducerHandle:
         self._users += 1
         return self
 
+    def _producer(self) -> Any:
+        """The producer, created on first use.
+
+        Raises
+        ------
+        SinkError
+            The broker has not been reachable yet, so no producer exists.
+        """
+        producer = self._client.get()
+        if producer is None:
+            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        return producer
+
     def send(self, topic: str, message: _Message) -> Any | None:
         """Hand one message to the producer; its future, or ``None`` if it could not be
         handed over now (no producer yet, metadata unavailable, buffer full)."""
@@ -147,9 +160,7 @@ class KafkaProducerHandle:
         SinkError
             No producer exists or the wait timed out.
         """
-        producer = self._client.get()
-        if producer is None:
-            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        producer = self._producer()
         try:
             producer.flush(timeout=self.flush_timeout_s)
         except Exception as exc:  # noqa: BLE001
@@ -342,9 +353,7 @@ class KafkaOutputTransaction(KafkaProducerHandle):
             The wait failed: the transaction cannot complete.
         """
         self._check()
-        producer = self._client.get()
-        if producer is None:
-            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        producer = self._producer()
         try:
             producer.flush(timeout=self.flush_timeout_s)
         except Exception as exc:  # noqa: BLE001
@@ -364,9 +373,7 @@ class KafkaOutputTransaction(KafkaProducerHandle):
         if not self.open and (not offsets or offsets == self._last_offsets):
             self._last_positions = positions
             return  # nothing written, nothing read since the last commit
-        producer = self._client.get()
-        if producer is None:
-            raise SinkError("no Kafka producer: the broker has not been reachable yet")
+        producer = self._producer()
         try:
             self._before_send(producer)
             if offsets:
