@@ -127,7 +127,7 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
         rows = rows[np.sort(rng.choice(rows.shape[0], DECISION_ROWS, replace=False))]
     rows = np.ascontiguousarray(rows, dtype=np.float64)
     heat = KernelSpec("heat", options=AUTO_HEAT_OPTIONS).fit(rows, n_clusters)
-    features = heat.prepare(rows)
+    features = heat.fitted.landmark_features  # the decision rows are its landmarks
     graph = heat.fitted.graph
     adjacency = heat.fitted.affinity(rows, graph.r2, graph.degrees)
     cuts = {}

@@ -57,12 +57,14 @@ class HeatState:
     #: (weighted) degree of each landmark in the graph the spectrum was computed on
     landmark_degrees: np.ndarray | None = None
 
-    def affinity(self, x: np.ndarray, r2: np.ndarray, deg: np.ndarray):
+    def affinity(self, x: np.ndarray, r2: np.ndarray, deg: np.ndarray) -> sp.csr_matrix:
         """Sparse (n, m) affinity of the rows of x to the landmarks."""
-        adj = self.graph.adjacency(x, r2, deg)
-        if self.weights == "density":
-            adj = density_weighted(adj, r2, self.graph.r2, self.bandwidth2)
-        return adj
+        return graph_affinity(self.graph, self.weights, self.bandwidth2, x, r2, deg)
+
+    @property
+    def landmark_features(self) -> np.ndarray:
+        """The landmarks' own (exact) features, in landmark order."""
+        return self.eigenvectors * self.scales[None, :]
 
     @property
     def scales(self) -> np.ndarray:
@@ -99,6 +101,15 @@ def density_weighted(adjacency: sp.csr_matrix, r2_rows: np.ndarray, r2_landmarks
     reach = np.maximum(r2_rows[rows], r2_landmarks[adjacency.indices])
     return sp.csr_matrix((np.exp(-reach / bandwidth2), adjacency.indices, adjacency.indptr),
                          shape=adjacency.shape)
+
+
+def graph_affinity(graph: LandmarkGraph, weights: str, bandwidth2: float, x: np.ndarray,
+                   r2: np.ndarray, deg: np.ndarray) -> sp.csr_matrix:
+    """The rows of x joined to the landmarks: 0/1 (``"binary"``) or density weights."""
+    adjacency = graph.adjacency(x, r2, deg)
+    if weights == "density":
+        adjacency = density_weighted(adjacency, r2, graph.r2, bandwidth2)
+    return adjacency
 
 
 def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int
@@ -156,8 +167,8 @@ class Heat(KernelType):
         o = params.options
         graph = LandmarkGraph.fit(landmarks, o["n_neighbors"])
         bandwidth2 = max(float(np.median(graph.r2)), float(np.finfo(np.float64).tiny))
-        unfitted = HeatState(graph, np.empty(0), np.empty((0, 0)), 1.0, o["weights"], bandwidth2)
-        adjacency = unfitted.affinity(graph.landmarks, graph.r2, graph.degrees)
+        adjacency = graph_affinity(graph, o["weights"], bandwidth2, graph.landmarks, graph.r2,
+                                   graph.degrees)
         lam, vec, degrees = _spectrum(adjacency, int(o["n_components"]), int(o["dense_limit"]))
         t = o["t"]
         if t == "auto":
@@ -184,7 +195,7 @@ class Heat(KernelType):
         hits = [(i, index[r.tobytes()]) for i, r in enumerate(rows) if r.tobytes() in index]
         if hits:
             at, lm = np.array(hits).T
-            out[at] = state.eigenvectors[lm] * state.scales[None, :]
+            out[at] = state.landmark_features[lm]
         return np.ascontiguousarray(out, dtype=x.dtype)
 
     def block(self, params, x, y, x_sq, y_sq):
