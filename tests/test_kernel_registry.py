@@ -7,6 +7,7 @@ import pytest
 import scipy.linalg
 
 from streamkm import MiniBatchKernelKMeans
+from streamkm._numba import knn_graph
 from streamkm.batch import KernelKMeans
 from streamkm.exceptions import ParameterError
 from streamkm.kernels import (
@@ -28,6 +29,20 @@ def _knn_reference(x, k):
     adj = (dist <= np.maximum(r2[:, None], r2[None, :])).astype(float)
     deg = adj.sum(1)
     return adj / np.outer(deg, deg), adj, deg
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kth", [0, 1, 5, 39])
+def test_knn_radii_kernel_matches_a_numpy_sort(dtype, kth):
+    rng = np.random.default_rng(kth)
+    landmarks = rng.normal(size=(40, 3)).astype(dtype)
+    # rows with repeated distances (copies of landmarks) and fresh rows
+    x = np.vstack([landmarks[:7], rng.normal(size=(30, 3)).astype(dtype)])
+    dist = ((x[:, None, :].astype(np.float64) - landmarks[None, :, :]) ** 2).sum(-1)
+    got = np.empty(x.shape[0])
+    knn_graph.radii(x, landmarks, kth, got)
+    np.testing.assert_allclose(got, np.sort(dist, axis=1)[:, kth],
+                               rtol=1e-6 if dtype == np.float32 else 1e-12)
 
 
 def test_registry_lists_every_kernel_with_traits():
@@ -127,6 +142,25 @@ def test_heat_kernel_is_exact_on_the_landmarks():
     # landmarks get their exact features, every eigenpair included
     np.testing.assert_allclose(spec.block(xp, xp), ref, atol=1e-6)
     assert spec.fitted.truncation == 0.0
+
+
+def test_heat_kernel_drops_only_eigenpairs_of_negligible_weight():
+    # two separated groups: t="auto" diffuses long, so most eigenpairs weigh nothing
+    x = np.vstack([_points(100), _points(100, seed=1) + 8.0])
+    spec = build_kernel("heat", None, sample=x, rng=np.random.default_rng(0), n_clusters=2,
+                        kernel_params={"n_neighbors": 6})
+    state = spec.fitted
+    _, adj, deg = _knn_reference(x, 6)
+    lap = np.eye(len(x)) - adj / np.sqrt(np.outer(deg, deg))
+    lam = np.sort(1.0 - np.linalg.eigvalsh(lap))[::-1]
+    weights = np.exp(-state.t * (1.0 - lam))
+    # exactly the eigenpairs weighing at least 1e-6 of the leading one are kept
+    assert state.eigenvalues.shape[0] == np.count_nonzero(weights >= 1e-6 * weights[0]) < 20
+    xp = spec.prepare(x)
+    assert xp.shape == (200, state.eigenvalues.shape[0])
+    np.testing.assert_allclose(spec.block(xp, xp), scipy.linalg.expm(-state.t * lap),
+                               atol=1e-6)
+    assert 0.0 < state.truncation <= 1.0
 
 
 def _density_reference(x, k):

@@ -27,13 +27,30 @@ def _sq_dist(a, b):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def radii(x, landmarks, kth, out):  # pragma: no cover - compiled
-    """out[i] = (kth+1)-th smallest squared distance from x[i] to the landmarks."""
+    """out[i] = (kth+1)-th smallest squared distance from x[i] to the landmarks.
+
+    Keeps the kth+1 smallest distances seen so far in sorted order (insertion), so a row
+    costs one pass over the landmarks and no allocation.
+    """
     m = landmarks.shape[0]
-    row = np.empty(m)
+    size = kth + 1
+    best = np.empty(size)
     for i in range(x.shape[0]):
+        filled = 0
         for j in range(m):
-            row[j] = _sq_dist(x[i], landmarks[j])
-        out[i] = np.partition(row, kth)[kth]
+            d = _sq_dist(x[i], landmarks[j])
+            if filled < size:
+                p = filled
+                filled += 1
+            elif d < best[size - 1]:
+                p = size - 1
+            else:
+                continue
+            while p > 0 and best[p - 1] > d:
+                best[p] = best[p - 1]
+                p -= 1
+            best[p] = d
+        out[i] = best[size - 1]
 
 
 @njit(cache=True)
