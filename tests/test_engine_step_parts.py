@@ -353,17 +353,25 @@ def test_combine_rows():
     np.testing.assert_array_equal(out, np.vstack([old, new])[source])
 
 
-def test_state_arrays_survive_later_steps():
-    # The store alternates between two buffers for its rows and Gram matrices: what it
-    # handed out must not change when a later step reuses a buffer.
-    model = MiniBatchKernelKMeans(3, tau=30, tol=0.0, n_init=1, random_state=0)
+@pytest.mark.parametrize("params", [{}, {"kernel": "linear"}, {"drift": True}],
+                         ids=["support", "explicit", "drift"])
+def test_state_arrays_are_a_snapshot(params):
+    # The store alternates between two buffers for its rows and Gram matrices, explicit
+    # centers and counts_ are updated in place: what get_state handed out must not change
+    # with later steps, and changing it must not change the model.
+    model = MiniBatchKernelKMeans(3, tau=30, tol=0.0, n_init=1, random_state=0, **params)
     for s in range(3):
         model.step(_mixture(s, 120, k=3))
+    arrays, _ = model.get_state()
+    probe = _mixture(99, 200, k=3)
+    before = model.transform(probe)
+    for value in arrays.values():
+        if value.dtype.kind in "fi" and value.size:
+            value[...] = 0
+    np.testing.assert_array_equal(model.transform(probe), before)
     arrays, _ = model.get_state()
     snapshot = {name: value.copy() for name, value in arrays.items()}
     for s in range(3, 7):
         model.step(_mixture(s, 120, k=3))
     for name, value in arrays.items():
-        if name == "counts":  # the estimator's counts_ (grows in place), not the store's
-            continue
         np.testing.assert_array_equal(value, snapshot[name], err_msg=name)

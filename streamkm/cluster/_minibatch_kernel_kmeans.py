@@ -662,7 +662,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         """The fitted state as plain arrays and JSON-able metadata (no pickle).
 
         :meth:`from_state` rebuilds a model that predicts and keeps training bit-identically,
-        random generator included.
+        random generator included. The arrays are a snapshot: later learning does not
+        change them, and changing them does not change the model.
         """
         self._check_fitted()
         params = self.get_params()
@@ -699,7 +700,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         if drift is not None:
             drift_arrays, meta["drift"] = drift.to_state()
             arrays.update(drift_arrays)
-        return arrays, meta
+        return {name: np.array(value, copy=True) for name, value in arrays.items()}, meta
 
     @classmethod
     def from_state(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> MiniBatchKernelKMeans:
