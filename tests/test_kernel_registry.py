@@ -131,6 +131,24 @@ def test_knn_out_of_sample_row_joins_like_a_landmark():
     assert both.shape[0] == 155
 
 
+def test_graph_kernels_keep_repeated_landmark_rows_once():
+    x = _points(60)
+    repeated = np.vstack([x, np.repeat(x[:5], 12, axis=0)])
+    for name in ("knn", "heat"):
+        once = build_kernel(name, None, sample=x, rng=np.random.default_rng(0), n_clusters=2,
+                            kernel_params={"n_neighbors": 6})
+        spec = build_kernel(name, None, sample=repeated, rng=np.random.default_rng(0),
+                            n_clusters=2, kernel_params={"n_neighbors": 6})
+        graph = getattr(spec.fitted, "graph", spec.fitted)  # heat keeps it beside its spectrum
+        np.testing.assert_array_equal(graph.landmarks, x)
+        np.testing.assert_allclose(spec.block(spec.prepare(repeated), spec.prepare(x)),
+                                   once.block(once.prepare(repeated), once.prepare(x)),
+                                   atol=1e-12)
+    with pytest.raises(ParameterError, match="2 distinct landmark rows, got 1"):
+        build_kernel("knn", None, sample=np.ones((10, 2)), rng=np.random.default_rng(0),
+                     n_clusters=2)
+
+
 def test_heat_kernel_is_exact_on_the_landmarks():
     x = _points(120)
     spec = build_kernel("heat", None, sample=x, rng=np.random.default_rng(0), n_clusters=2,

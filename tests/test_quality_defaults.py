@@ -172,6 +172,38 @@ def test_auto_width_picks_the_heat_kernel_on_rings_and_keeps_it_in_the_state(tmp
 
 
 @pytest.mark.unit
+@pytest.mark.filterwarnings("error")
+def test_defaults_on_moons_survive_outliers_and_repeated_rows():
+    """Far-away rows (in the data, in predict, in partial_fit) and rows repeated more often
+    than the graph has neighbours used to give the density-weighted heat kernel a degree
+    of 0, so 0 / 0 features (fit failed, or NaN distances)."""
+    from sklearn.datasets import make_moons
+
+    x, y = make_moons(1500, noise=0.06, random_state=0)
+    far = np.array([[1e3, 1e3], [-1e6, 1e6], [30.0, 0.0]])
+    model = MiniBatchKernelKMeans(2, random_state=0).fit(np.vstack([x, far]))
+    assert model.kernel_.name == "heat"
+    assert adjusted_rand_score(y, model.labels_[:1500]) >= 0.95
+    assert np.all(np.isfinite(model.transform(far * 7)))
+    before = model.predict(x)
+    for _ in range(3):
+        model.partial_fit(np.vstack([x[:100], far * 7]))
+    assert np.mean(model.predict(x) == before) >= 0.99
+    repeated = np.vstack([np.repeat(x[:40], 60, axis=0), x])
+    model = MiniBatchKernelKMeans(2, random_state=0).fit(repeated)
+    assert np.all(np.isfinite(model.transform(repeated)))
+    assert adjusted_rand_score(y, model.predict(x)) >= 0.9
+
+
+@pytest.mark.unit
+def test_density_bandwidth_ignores_zero_radii():
+    from streamkm.kernels.heat import density_bandwidth
+
+    assert density_bandwidth(np.array([0.0, 0.0, 0.0, 1.0, 3.0])) == 2.0
+    assert density_bandwidth(np.zeros(4)) == 1.0
+
+
+@pytest.mark.unit
 def test_auto_width_keeps_the_median_rbf_on_blobs_and_with_drift_handling():
     from sklearn.datasets import make_blobs, make_circles
 

@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from streamkm.kernels._graph import distinct_rows
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
@@ -117,12 +118,13 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
     """The kernel ``gamma="auto"`` resolves to (module docstring): ``kind`` at width
     ``gamma`` (the median rule), or the heat kernel fitted on ``sample``."""
     width_spec = KernelSpec(kind.name, gamma)
-    if (not allow_graph or not kind.shift_invariant or n_clusters < 2
-            or sample.shape[0] < max(AUTO_MIN_ROWS, 20 * n_clusters)):
+    if not allow_graph or not kind.shift_invariant or n_clusters < 2:
+        return width_spec
+    rows = distinct_rows(sample)  # the graph is over distinct rows, so are the cuts
+    if rows.shape[0] < max(AUTO_MIN_ROWS, 20 * n_clusters):
         return width_spec
     # the decision has its own generator: it must not shift the model's random stream
     rng = np.random.default_rng(sample.shape[0])
-    rows = sample
     if rows.shape[0] > DECISION_ROWS:
         rows = rows[np.sort(rng.choice(rows.shape[0], DECISION_ROWS, replace=False))]
     rows = np.ascontiguousarray(rows, dtype=np.float64)

@@ -19,7 +19,15 @@ import scipy.sparse as sp
 from streamkm._numba import knn_graph as _nkg
 from streamkm.exceptions import ParameterError
 
-__all__ = ["LandmarkGraph", "check_n_neighbors"]
+__all__ = ["LandmarkGraph", "check_n_neighbors", "distinct_rows"]
+
+
+def distinct_rows(x: np.ndarray) -> np.ndarray:
+    """The rows of x without repeats, in order of first occurrence (x itself if none)."""
+    _, first = np.unique(x, axis=0, return_index=True)
+    if first.shape[0] == x.shape[0]:
+        return x
+    return np.ascontiguousarray(x[np.sort(first)])
 
 
 def check_n_neighbors(value: object) -> int:
@@ -66,11 +74,16 @@ class LandmarkGraph:
 
     @classmethod
     def fit(cls, landmarks: np.ndarray, n_neighbors: int) -> LandmarkGraph:
-        """Build the graph on ``landmarks`` (needs at least 2 rows)."""
-        landmarks = np.ascontiguousarray(landmarks)
+        """Build the graph on the distinct rows of ``landmarks`` (needs at least 2).
+
+        Repeated rows are kept once: a row with more than ``n_neighbors`` copies would have
+        only its copies as neighbours (radius 0) and form a piece of its own.
+        """
+        landmarks = distinct_rows(np.ascontiguousarray(landmarks))
         if landmarks.shape[0] < 2:
             raise ParameterError(
-                f"a k-nn graph kernel needs at least 2 landmark rows, got {landmarks.shape[0]}"
+                "a k-nn graph kernel needs at least 2 distinct landmark rows, got "
+                f"{landmarks.shape[0]}"
             )
         r2 = _radii_like(landmarks, landmarks, n_neighbors)
         deg = np.empty(landmarks.shape[0], dtype=np.int64)

@@ -49,6 +49,7 @@ _MIN_EIGENVALUE = 0.1
 #: to the largest weight) and, with t="auto", are most of the spectrum (PenDigits, 1000
 #: landmarks: 36 of 1000 eigenpairs are kept), so features, steps and states shrink with them
 _WEIGHT_FLOOR = 1e-6
+_SMALLEST_WEIGHT = float(np.finfo(np.float64).tiny)
 
 
 @dataclass(frozen=True)
@@ -112,12 +113,26 @@ def density_weighted(adjacency: sp.csr_matrix, r2_rows: np.ndarray, r2_landmarks
     """exp(-max(r2(x), r2(l)) / h2) on each edge (x, l) of a 0/1 adjacency.
 
     Joined rows are within max(r2(x), r2(l)) of each other, so that maximum is their mutual
-    reachability distance (squared): no distance needs computing.
+    reachability distance (squared): no distance needs computing. A weight is never below
+    the smallest normal float: a row far from everything (an outlier, r2 >~ 700 h2) would
+    otherwise have no weight at all and a degree of 0, and its features would be 0 / 0. With
+    the floor its features tend to 0, the limit of exp(-r2 / h2) as r2 grows.
     """
     rows = np.repeat(np.arange(adjacency.shape[0]), np.diff(adjacency.indptr))
     reach = np.maximum(r2_rows[rows], r2_landmarks[adjacency.indices])
-    return sp.csr_matrix((np.exp(-reach / bandwidth2), adjacency.indices, adjacency.indptr),
-                         shape=adjacency.shape)
+    weights = np.maximum(np.exp(-reach / bandwidth2), _SMALLEST_WEIGHT)
+    return sp.csr_matrix((weights, adjacency.indices, adjacency.indptr), shape=adjacency.shape)
+
+
+def density_bandwidth(r2: np.ndarray) -> float:
+    """h2 of the density weights: the median of the landmarks' positive squared radii.
+
+    Zero radii (a landmark with more than ``n_neighbors`` exact copies) are left out: with
+    many repeated rows their median is 0 and every other edge would weigh nothing. 1.0 when
+    every radius is 0 (then every weight is exp(0) = 1 whatever h2).
+    """
+    positive = r2[r2 > 0]
+    return float(np.median(positive)) if positive.size else 1.0
 
 
 def graph_affinity(graph: LandmarkGraph, weights: str, bandwidth2: float, x: np.ndarray,
@@ -209,7 +224,7 @@ class Heat(KernelType):
     def fit(self, params, landmarks, n_clusters=None):
         o = params.options
         graph = LandmarkGraph.fit(landmarks, o["n_neighbors"])
-        bandwidth2 = max(float(np.median(graph.r2)), float(np.finfo(np.float64).tiny))
+        bandwidth2 = density_bandwidth(graph.r2)
         adjacency = graph_affinity(graph, o["weights"], bandwidth2, graph.landmarks, graph.r2,
                                    graph.degrees)
         lam, vec, degrees, t = _spectrum(adjacency, int(o["n_components"]),
