@@ -13,7 +13,7 @@ f(x) = U_x exp(-t (1 - lam) / 2) and the engine keeps explicit centers over them
 - Edge weights (option ``weights``): ``"binary"`` (default, seed 002's kernel: A is the 0/1
   k-nn adjacency) or ``"density"``: A(x, y) = exp(-max(r2(x), r2(y)) / h2) on the same
   edges, r2 the squared k-nn radius (so max(r2(x), r2(y), ||x - y||^2) is the mutual
-  reachability distance of HDBSCAN, squared) and h2 the median landmark r2. Edges through
+  reachability distance of HDBSCAN, squared) and h2 the median positive landmark r2. Edges through
   sparse regions (noise between clusters) weigh little, so the diffusion stays inside
   dense shapes: ``gamma="auto"`` uses it (docs/kernels.md has the measurements).
 - Rows equal to a landmark get its features U_l exp(-t (1 - lam) / 2) (exact).
