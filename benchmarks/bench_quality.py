@@ -22,6 +22,8 @@ Sections (each prints a markdown table):
    0.05-0.1) and ``make_circles`` (factor 0.3-0.6, noise 0.03-0.08), seeds 0..``--seeds``-1:
    ARI median (min-max), seeds with ARI >= 0.95, the kernel "auto" chose (h heat, r rbf),
    and the median-width rbf's ARI next to it.
+7. ``scaling`` (not in the default sections): default fit vs exact kernel k-means as n grows
+   (5,500-33,000 rows of 16-d blobs, 10 centers), interleaved, ``--repeats`` times.
 """
 
 from __future__ import annotations
@@ -160,6 +162,40 @@ def section_exact_time(repeats: int) -> None:
     print(f"| ratio exact / ours | {summary(ratio)} | |")
 
 
+SCALING_SIZES = (5500, 11000, 22000, 33000)
+
+
+def section_scaling(repeats: int) -> None:
+    """Where the mini-batch engine pays off: default fit vs exact kernel k-means (same
+    kernel) as n grows, on 16-d Gaussian blobs with 10 centers (PenDigits' shape)."""
+    warm = make_blobs(3000, n_features=16, centers=10, random_state=0)[0].astype(np.float32)
+    MiniBatchKernelKMeans(10, random_state=0).fit(warm)
+    KernelKMeans(10, n_init=1, random_state=0).fit(warm[:1000])
+    print("\n| blobs 16-d, 10 centers, float32, one thread | ours s | exact s "
+          "| ratio exact / ours | ours ARI | exact ARI |")
+    print("|---|---|---|---|---|---|")
+    for n in SCALING_SIZES:
+        ours_t, exact_t, ours_ari, exact_ari = [], [], [], []
+        for r in range(repeats):
+            x, y = make_blobs(n, n_features=16, centers=10, cluster_std=2.5, random_state=r)
+            x = x.astype(np.float32)
+            t0 = time.perf_counter()
+            ours = MiniBatchKernelKMeans(10, random_state=r).fit(x)
+            ours_t.append(time.perf_counter() - t0)
+            ours_ari.append(adjusted_rand_score(y, ours.labels_))
+            spec = ours.kernel_
+            t0 = time.perf_counter()
+            exact = KernelKMeans(10, kernel=spec.name, gamma=spec.gamma, n_init=1,
+                                 random_state=r,
+                                 kernel_params=None if spec.gamma else dict(spec.options)).fit(x)
+            exact_t.append(time.perf_counter() - t0)
+            exact_ari.append(adjusted_rand_score(y, exact.labels_))
+            del exact
+        ratio = [e / o for e, o in zip(exact_t, ours_t)]
+        print(f"| n {n} | {summary(ours_t)} | {summary(exact_t)} | {summary(ratio)} | "
+              f"{summary(ours_ari)} | {summary(exact_ari)} |", flush=True)
+
+
 def section_svd(seeds: int) -> None:
     ours, theirs = [], []
     for seed in range(seeds):
@@ -225,6 +261,8 @@ def main() -> None:
         section_exact_time(args.repeats)
     if "svd" in wanted:
         section_svd(args.seeds)
+    if "scaling" in wanted:
+        section_scaling(args.repeats)
     if "grid" in wanted:
         section_grid(args.seeds)
 
