@@ -15,7 +15,9 @@ A batch's outputs and the periodic checkpoints are written through an
 pauses and the batch's output is retried whole (after taking back what the failed attempt
 wrote) until it succeeds; a stop requested meanwhile gives the batch up without a final
 checkpoint, so the next start resumes from the last checkpoint (the model never keeps a
-batch whose outputs are not written). ``Runtime.io_health`` tells readiness checks.
+batch whose outputs are not written). Writes a learner makes outside a batch (a scale-out
+worker's held assignments, the merge leader's events) take the same path
+(:meth:`Runtime.write_guarded`). ``Runtime.io_health`` tells readiness checks.
 """
 
 from __future__ import annotations
