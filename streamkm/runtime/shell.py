@@ -15,7 +15,9 @@ A batch's outputs and the periodic checkpoints are written through an
 pauses and the batch's output is retried whole (after taking back what the failed attempt
 wrote) until it succeeds; a stop requested meanwhile gives the batch up without a final
 checkpoint, so the next start resumes from the last checkpoint (the model never keeps a
-batch whose outputs are not written). ``Runtime.io_health`` tells readiness checks.
+batch whose outputs are not written). Writes a learner makes outside a batch (a scale-out
+worker's held assignments, the merge leader's events) take the same path
+(:meth:`Runtime.write_guarded`). ``Runtime.io_health`` tells readiness checks.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -379,11 +383,9 @@ class Runtime:
         refused (then nothing of the batch stays in the files)."""
         sinks = self.sinks
         assert sinks is not None
-        marks = sinks.positions()
         rejected: dict[str, int] = {}
 
-        def attempt() -> None:
-            sinks.rollback(marks)  # what a refused attempt left behind
+        def write() -> None:
             for entry in learned.side_events:
                 sinks.write_event(entry)
             failed = self._write_assignment_rows(batch, learned)
@@ -391,11 +393,27 @@ class Runtime:
                 sinks.write_event(entry)
             rejected.clear()
             rejected.update(sinks.write_dead_letters([*batch.rejections, *failed]))
-            sinks.flush()
 
-        if self.io_guard.run(attempt, undo=lambda: sinks.rollback(marks)):
+        if self.write_guarded(write):
             return rejected
         return None
+
+    def write_guarded(self, write: Callable[[], object]) -> bool:
+        """Run ``write`` (entries to the sinks) and flush the sinks, as one attempt through
+        :attr:`io_guard`: while the file system refuses it, what the attempt wrote is taken
+        back, the caller (and so ingestion) waits with backoff and the attempt is run again
+        whole. ``False`` if a stop came while refused: then nothing of it stays in the
+        files."""
+        sinks = self.sinks
+        assert sinks is not None
+        marks = sinks.positions()
+
+        def attempt() -> None:
+            sinks.rollback(marks)  # what a refused attempt left behind
+            write()
+            sinks.flush()
+
+        return self.io_guard.run(attempt, undo=lambda: sinks.rollback(marks))
 
     def _write_assignment_rows(self, batch: Batch, learned: Learned) -> list[Any]:
         """Write the batch's assignments; the ``output_error`` rejections of rows the sink
@@ -412,24 +430,56 @@ class Runtime:
             self.status.objective = float(learned.objective)
             self.metrics.batch_objective.set(learned.objective)
 
-    def write_assignments(self, batch: Batch, learned: Learned) -> None:
-        """Write the batch's assignments (if ``learned`` has them) and its objective; a row
-        the sink cannot write is dead-lettered (``output_error``) and counted."""
-        assert self.sinks is not None
-        failed = self._write_assignment_rows(batch, learned)
-        if failed:
-            self.status.count_rejected(self.sinks.write_dead_letters(failed), self.metrics)
-        self._set_objective(learned)
+    def write_assignments(self, assigned: list[tuple[Batch, Learned]]) -> bool:
+        """Write the assignments of batches learned earlier (a learner that held them),
+        through :meth:`write_guarded`; a row the sink cannot write is dead-lettered
+        (``output_error``) and counted once written; the objective becomes the last
+        batch's. ``False`` if a stop came while the file system refused them (nothing of
+        them is in the files, nothing counted)."""
+        sinks = self.sinks
+        assert sinks is not None
+        rejected: Counter[str] = Counter()
+
+        def write() -> None:
+            rejected.clear()
+            for batch, learned in assigned:
+                failed = self._write_assignment_rows(batch, learned)
+                if failed:
+                    rejected.update(sinks.write_dead_letters(failed))
+
+        if not self.write_guarded(write):
+            return False
+        if rejected:
+            self.status.count_rejected(dict(rejected), self.metrics)
+        for _batch, learned in assigned:
+            self._set_objective(learned)
+        return True
 
     def record_events(self, events: tuple[dict[str, Any], ...] | list[dict[str, Any]],
-                      **extra: Any) -> None:
-        """Count, write and log lifecycle events (``converged``, ``woke``, ``split``,
-        ``merge``); ``extra`` fields are added to the written entries."""
-        assert self.sinks is not None
+                      *, side_events: list[dict[str, Any]] | None = None,
+                      **extra: Any) -> bool:
+        """Write ``side_events`` (as they are; hooks see them) and lifecycle events
+        (``converged``, ``woke``, ``split``, ``merge``; ``extra`` fields added) through
+        :meth:`write_guarded`, then count and log the lifecycle events. ``False`` if a stop
+        came while the file system refused them (nothing written, nothing counted)."""
+        sinks = self.sinks
+        assert sinks is not None
+        side = list(side_events or [])
         entries = [{**event, **extra} for event in events]
-        for entry in entries:
-            self.sinks.write_event(entry)
+        if not side and not entries:
+            return True
+
+        def write() -> None:
+            for entry in (*side, *entries):
+                sinks.write_event(entry)
+
+        if not self.write_guarded(write):
+            return False
+        for entry in side:
+            for hook in self.hooks:
+                hook.on_event(self, entry)
         self._count_events(entries)
+        return True
 
     def _count_events(self, entries: list[dict[str, Any]]) -> None:
         """Count, log and report written lifecycle events."""

@@ -9,6 +9,10 @@ new epoch). Once confirmed, applying another member's accepted claim fences it
 
 Publications are asynchronous, one in flight at a time; a failed one is retried (the newest
 state, which includes it) with exponential backoff. A torn version is ignored by readers.
+
+The events of an applied update (split, merge, converged, re-sketch) are written once, by the
+leader, through the runtime's :class:`~streamkm.runtime.io_guard.IoGuard`: while the file
+system refuses them the member pauses and retries the write (not the update).
 """
 
 from __future__ import annotations
@@ -124,6 +128,9 @@ class LeaderRole:
         self._claim_failed = False
         self.confirmed = claims is None
         self.fenced = False
+        #: A stop came while the events of an applied update were refused: nothing more is
+        #: applied or published.
+        self.given_up = False
         if transport is not None:
             try:
                 self.updates_reader = transport.updates_reader(self.leader.applied_offset + 1)
@@ -186,6 +193,8 @@ class LeaderRole:
         assert self.updates_reader is not None
         sc, sm = self.config, self._metrics
         self.check_publication()
+        if self.given_up:
+            return
         if self._claim_failed and not self.confirmed and self.backoff.ready():
             self._claim()
         while True:
@@ -193,7 +202,7 @@ class LeaderRole:
                                                 sc.max_updates_per_round)
             for offset, data in messages:
                 self._apply(offset, data)
-                if self.fenced:
+                if self.fenced or self.given_up:
                     return
             lag = self.updates_reader.lag()
             if lag is not None:
@@ -237,30 +246,42 @@ class LeaderRole:
             sm.model_versions_behind.set(behind)
             if outcome.reprojected:
                 sm.updates_reprojected.inc()
-            for event in outcome.side_events:  # re-sketches: written once, by the leader
-                self._write_side_event({**event, "leader": self.member,
-                                        "version": self.version})
-            if outcome.report is not None:
-                self._runtime.record_events(outcome.report.events, leader=self.member,
-                                            version=self.version)
+            events = outcome.report.events if outcome.report is not None else ()
+            self._record(list(outcome.side_events), list(events))
         else:
             sm.updates_dropped.labels(reason=outcome.verdict).inc()
             log_event(_log, "info", "scaleout_update_dropped", reason=outcome.verdict,
                       offset=offset, partition=message.partition)
 
-    def _write_side_event(self, event: dict[str, Any]) -> None:
-        runtime = self._runtime
-        assert runtime.sinks is not None
-        runtime.sinks.write_event(event)
-        for hook in runtime.hooks:
-            hook.on_event(runtime, event)
+    def _record(self, side_events: list[dict[str, Any]],
+                events: list[dict[str, Any]]) -> None:
+        """Write the events of the update just applied, once, by the leader: re-sketches
+        and lifecycle events (split, merge, converged, ...), with ``leader`` and
+        ``version``. The update stays applied; only the write is retried while the file
+        system refuses it (nothing is applied, read or published meanwhile). A stop during
+        the wait gives the role's output up: it publishes nothing more (the versions would
+        hold changes whose events are not written), so the next leader applies these
+        updates again from the last published version and writes their events."""
+        if not side_events and not events:
+            return
+        extra = {"leader": self.member, "version": self.version}
+        if self._runtime.record_events(events, side_events=[{**e, **extra}
+                                                            for e in side_events], **extra):
+            return
+        self.given_up = True
+        health = self._runtime.io_health
+        log_event(_log, "warning", "scaleout_leader_events_given_up", member=self.member,
+                  version=self.version, events=[*side_events, *events],
+                  last_published=self.published[-1] if self.published else None,
+                  error=health.error)
 
     def publish(self) -> None:
         """Hand the current version to the publisher (one publication in flight at a time;
         acknowledged in :meth:`check_publication`, retried with backoff when it failed).
-        Nothing is published before the role is confirmed or once it is fenced."""
+        Nothing is published before the role is confirmed, once it is fenced or once it
+        gave up writing an update's events (:meth:`_record`)."""
         if (self.publisher is None or self.publishing is not None or not self.confirmed
-                or not self.backoff.ready()):
+                or self.given_up or not self.backoff.ready()):
             return
         t0 = time.perf_counter()
         state = self.leader.snapshot()

@@ -276,12 +276,22 @@ class ScaleoutWorker:
             self.metrics.model_versions_behind.set(0)
         self.refresh_status()
         self._confirm_fences(version)
-        runtime = self.runtime
         if self.model is not None and self._unassigned:  # held until the first version
-            while self._unassigned:
-                batch = self._unassigned.popleft()
-                runtime.write_assignments(batch, self._assign(batch.X)[0])
-            runtime.sinks.flush()  # type: ignore[union-attr]
+            self._write_held()
+
+    def _write_held(self) -> None:
+        """Write the assignments of the batches held until the first model version, as one
+        attempt paused and retried while the file system refuses it (nothing is read
+        meanwhile). A stop during the wait gives them up (logged): their updates are sent
+        already, so they are lost like those of a member killed before adopting a model
+        (docs/scaleout.md)."""
+        held = list(self._unassigned)
+        if self.runtime.write_assignments([(b, self._assign(b.X)[0]) for b in held]):
+            self._unassigned.clear()
+            return
+        log_event(_log, "warning", "scaleout_held_assignments_given_up", member=self.member,
+                  batches=len(held), records=sum(b.n_valid for b in held),
+                  model_version=self.model_version, error=self.runtime.io_health.error)
 
     def _announce(self, version: ModelVersion, previous: int) -> None:
         """Log the split / merge events the leader made since the version adopted before
