@@ -111,15 +111,18 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         Seeding in feature space: greedy kernel k-means++ or farthest traversal.
     n_init : int, default=3
         Candidate initialisations. Each is warmed up by full-batch kernel k-means on the
-        initialisation sample (its kernel matrix computed once) and the one with the lowest
-        objective on the sample is kept.
+        initialisation sample (its kernel matrix computed once; the Lloyd iterations of
+        :class:`streamkm.batch.KernelKMeans`, so a cluster left empty takes the sample row
+        farthest from its center) and the one with the lowest objective on the sample (mean
+        squared feature-space distance of its rows to the nearest center) is kept.
     init_size : int, optional
         Rows of the initialisation sample: in :meth:`fit` drawn from X (default
         ``min(n, 3 * batch_size)``), in the first :meth:`partial_fit` the first rows of the
         batch (default: the whole batch).
     n_warmup : int, default=100
-        Maximum warm-up iterations per candidate; a candidate stops earlier once its
-        assignment of the sample no longer changes.
+        Maximum warm-up iterations (center updates) per candidate; a candidate stops earlier
+        once its assignment of the sample no longer changes. 0 keeps the seed rows
+        themselves as the initial centers.
     wake_margin : float, default=0.1
         While converged, learning resumes when the smoothed batch objective exceeds the
         converged level by this relative margin.

@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from streamkm._kernel_lloyd import kernel_lloyd
 from streamkm.kernels._graph import distinct_rows
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
@@ -81,7 +82,7 @@ def normalized_cut(adjacency: sp.csr_matrix, labels: np.ndarray, n_clusters: int
 def _kernel_lloyd(kmat: np.ndarray, n_clusters: int, rng: np.random.Generator) -> np.ndarray:
     """Labels of the lowest-objective of a few k-means++-seeded kernel Lloyd runs."""
     n = kmat.shape[0]
-    diag = np.diagonal(kmat).copy()
+    diag = np.diagonal(kmat).astype(np.float64)
     best, best_obj = np.zeros(n, dtype=np.int64), np.inf
     for _ in range(_N_STARTS):
         first = int(rng.integers(n))
@@ -92,24 +93,9 @@ def _kernel_lloyd(kmat: np.ndarray, n_clusters: int, rng: np.random.Generator) -
             pick = int(rng.choice(n, p=closest / total)) if total > 0 else int(rng.integers(n))
             seeds.append(pick)
             closest = np.minimum(closest, np.maximum(diag - 2.0 * kmat[pick] + diag[pick], 0.0))
-        dist = diag[:, None] - 2.0 * kmat[:, seeds] + diag[seeds][None, :]
-        labels = np.argmin(dist, axis=1)
-        for _ in range(_MAX_ITER):
-            onehot = np.zeros((n, n_clusters))
-            onehot[np.arange(n), labels] = 1.0
-            sizes = onehot.sum(axis=0)
-            sums = kmat @ onehot
-            inner = np.einsum("ij,ij->j", onehot, sums)
-            safe = np.maximum(sizes, 1.0)
-            dist = diag[:, None] - 2.0 * sums / safe + (inner / safe**2)[None, :]
-            dist[:, sizes == 0] = np.inf
-            new = np.argmin(dist, axis=1)
-            if np.array_equal(new, labels):
-                break
-            labels = new
-        objective = float(dist[np.arange(n), labels].sum())
-        if objective < best_obj:
-            best, best_obj = labels, objective
+        run = kernel_lloyd(kmat, np.array(seeds, dtype=np.int64), max_iter=_MAX_ITER, diag=diag)
+        if run.objective < best_obj:
+            best, best_obj = run.labels, run.objective
     return best
 
 

@@ -8,7 +8,7 @@ from sklearn.datasets import make_blobs, make_circles
 from sklearn.metrics import adjusted_rand_score
 
 from streamkm.batch import KernelKMeans, KMeans, kernel_lloyd
-from streamkm.batch.kernel_kmeans import _cluster_kernel_sums, _update_cluster_kernel_sums
+from streamkm._kernel_lloyd import _cluster_kernel_sums, _update_cluster_kernel_sums
 from streamkm.exceptions import NotFittedError, ParameterError, ValidationError
 from streamkm.kernels import KernelSpec, median_heuristic_gamma
 
@@ -92,6 +92,21 @@ def test_best_start_separates_concentric_circles():
     assert adjusted_rand_score(y, model.labels_) == 1.0
     single = KernelKMeans(2, gamma=5.0, n_init=1, random_state=0).fit(x)
     assert model.objective_ <= single.objective_
+
+
+def test_nearest_objective_is_that_of_the_means_as_centers():
+    x, _ = make_blobs(300, n_features=2, centers=5, cluster_std=2.5, random_state=4)
+    kmat = KernelSpec("rbf", 0.2).block(x, x)
+    seeds = np.arange(5)
+    capped = kernel_lloyd(kmat, seeds, max_iter=1)
+    sizes = np.bincount(capped.labels, minlength=5)
+    means = (np.eye(5)[capped.labels] / sizes).T  # (k, n) weights of the cluster means
+    inner = means @ kmat
+    dist = np.diagonal(kmat)[None, :] - 2.0 * inner + np.einsum("jn,jn->j", means, inner)[:, None]
+    assert capped.nearest_objective == pytest.approx(np.maximum(dist.min(axis=0), 0).mean())
+    assert capped.nearest_objective < capped.objective  # stopped before the labels were stable
+    stable = kernel_lloyd(kmat, seeds)
+    assert stable.nearest_objective == pytest.approx(stable.objective, rel=1e-12)
 
 
 def test_empty_cluster_takes_a_row_and_all_clusters_stay_non_empty():
