@@ -144,8 +144,8 @@ def graph_affinity(graph: LandmarkGraph, weights: str, bandwidth2: float, x: np.
     return adjacency
 
 
-#: leading eigenpairs the dense path asks LAPACK for first (a subset is ~3x cheaper than the
-#: whole spectrum at 1000 landmarks); it asks for 4x more until the rest weighs too little
+#: leading eigenpairs the dense path asks LAPACK for first when t is "auto" (a subset is
+#: ~3x cheaper than the whole spectrum at 1000 landmarks); t then tells which are needed
 _FIRST_EIGENPAIRS = 64
 
 
@@ -159,6 +159,23 @@ def _leading_dense(dense: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     return lam[::-1], vec[:, ::-1]
 
 
+def _dense_above(dense: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenpairs of D^-1/2 A D^-1/2 (spectrum in [-1, 1]) with eigenvalue >= cutoff,
+    eigenvalues in decreasing order."""
+    if cutoff <= -1.0:
+        lam, vec = np.linalg.eigh(dense)
+    else:
+        lam, vec = scipy.linalg.eigh(dense, subset_by_value=(cutoff - 1e-9, np.inf),
+                                     driver="evr")
+    return lam[::-1], vec[:, ::-1]
+
+
+def _weight_cutoff(time: float) -> float:
+    """The smallest eigenvalue whose weight exp(-t (1 - lam)) is ``_WEIGHT_FLOOR`` of the
+    leading eigenvalue's (1, that of the normalised adjacency of a graph)."""
+    return 1.0 - np.log(1.0 / _WEIGHT_FLOOR) / time
+
+
 def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int, t: float | str,
               n_clusters: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Significant leading eigenpairs of D^-1/2 A D^-1/2, the degrees and the diffusion time."""
@@ -168,13 +185,16 @@ def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int, t: 
     norm_adj = adjacency.multiply(inv_sqrt[:, None]).multiply(inv_sqrt[None, :]).tocsr()
     if n <= dense_limit or n_components >= n - 1:
         dense = norm_adj.toarray()
-        m = min(n, max(_FIRST_EIGENPAIRS, 2 * ((n_clusters or 2) + 1)))
-        while True:
+        if t == "auto":
+            # t needs lam_{k+1}; a few leading eigenpairs are often all that weigh anything
+            m = min(n, max(_FIRST_EIGENPAIRS, 2 * ((n_clusters or 2) + 1)))
             lam, vec = _leading_dense(dense, m)
-            time = auto_diffusion_time(lam, n_clusters) if t == "auto" else float(t)
-            if m == n or significant_eigenpairs(lam, time) < m:
-                break
-            m = min(n, 4 * m)
+            time = auto_diffusion_time(lam, n_clusters)
+            if m < n and significant_eigenpairs(lam, time) == m:
+                lam, vec = _dense_above(dense, _weight_cutoff(time))
+        else:
+            time = float(t)
+            lam, vec = _dense_above(dense, _weight_cutoff(time))
     else:
         v0 = np.sqrt(degrees / degrees.sum())  # the top eigenvector, deterministic start
         lam, vec = eigsh(norm_adj, k=n_components, which="LA", v0=v0)
