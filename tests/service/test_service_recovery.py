@@ -44,21 +44,22 @@ def write_input(path: Path, seed: int = 3) -> tuple[list[str], int]:
     return ids, n_bad
 
 
-def write_config(folder: Path, data: Path) -> Path:
+MODEL_BLOBS = "n_clusters = 4\ntau = 60\nn_init = 2\nrandom_state = 11"
+
+
+def write_config(folder: Path, data: Path, *, dim: int = DIM, model: str = MODEL_BLOBS,
+                 batch_size: int = 128) -> Path:
     config = folder / "streamkm.toml"
     config.write_text(f"""
 [source]
 paths = ["{data}"]
 poll_interval_ms = 5
 [decoding]
-dim = {DIM}
+dim = {dim}
 [model]
-n_clusters = 4
-tau = 60
-n_init = 2
-random_state = 11
+{model}
 [batching]
-batch_size = 128
+batch_size = {batch_size}
 max_wait_ms = 2000  # batches cut by size only: a time cut under load moves batch boundaries
 [checkpoint]
 dir = "ck"
@@ -93,6 +94,44 @@ def run_to_end(folder: Path, config: Path, n_valid: int) -> None:
         kill(proc)
 
 
+def crash_four_times_then_finish(folder: Path, config: Path, n_valid: int,
+                                 service_process) -> None:
+    """SIGKILL the service at seeded random points (the first likely before any batch),
+    four times, then let a fifth run finish the input."""
+    assignments = folder / "out" / "assignments.jsonl"
+    rng = np.random.default_rng(2024)
+    for round_ in range(4):
+        proc = service_process(config, folder / "service.log")
+        try:
+            if round_ == 0:
+                time.sleep(float(rng.uniform(0.05, 0.4)))  # likely before the first batch
+            else:
+                done = count_lines(assignments)
+                target = done + int(rng.integers(1, (n_valid - done) // 3))
+                wait_until(lambda: count_lines(assignments) >= target, 90,
+                           f"{target} assignments", [proc], interval=0.005)
+                time.sleep(float(rng.uniform(0, 0.02)))
+        finally:
+            kill(proc)
+    run_to_end(folder, config, n_valid)
+
+
+def assert_same_model(reference: Path, crashed: Path, n_valid: int) -> MiniBatchKernelKMeans:
+    """The crashed run's final checkpoint equals the uninterrupted run's, bit for bit, and
+    every valid record affected the model once; returns the crashed run's model."""
+    expected, _ = final_model(reference)
+    got, _ = final_model(crashed)
+    assert int(got.counts_.sum()) == n_valid
+    assert int(expected.counts_.sum()) == n_valid
+    arrays_expected, model_meta_expected = expected.get_state()
+    arrays_got, model_meta_got = got.get_state()
+    assert set(arrays_got) == set(arrays_expected)
+    for name in arrays_expected:
+        np.testing.assert_array_equal(arrays_got[name], arrays_expected[name], err_msg=name)
+    assert model_meta_got == model_meta_expected
+    return got
+
+
 @pytest.mark.slow
 def test_sigkill_recovery_is_exactly_once(tmp_path: Path, service_process) -> None:
     data = tmp_path / "in.jsonl"
@@ -104,46 +143,56 @@ def test_sigkill_recovery_is_exactly_once(tmp_path: Path, service_process) -> No
 
     crashed = tmp_path / "crashed"
     crashed.mkdir()
-    config = write_config(crashed, data)
-    assignments = crashed / "out" / "assignments.jsonl"
-    rng = np.random.default_rng(2024)
-    kills = 0
-    for round_ in range(4):
-        proc = service_process(config, crashed / "service.log")
-        try:
-            if round_ == 0:
-                time.sleep(float(rng.uniform(0.05, 0.4)))  # likely before the first batch
-            else:
-                done = count_lines(assignments)
-                target = done + int(rng.integers(1, (N_VALID - done) // 3))
-                wait_until(lambda: count_lines(assignments) >= target, 90,
-                           f"{target} assignments", [proc], interval=0.005)
-                time.sleep(float(rng.uniform(0, 0.02)))
-        finally:
-            kill(proc)
-        kills += 1
-    assert kills == 4
-    run_to_end(crashed, config, N_VALID)
-
-    expected, meta_expected = final_model(reference)
-    got, meta_got = final_model(crashed)
-    assert int(got.counts_.sum()) == N_VALID
-    assert int(expected.counts_.sum()) == N_VALID
-    arrays_expected, model_meta_expected = expected.get_state()
-    arrays_got, model_meta_got = got.get_state()
-    assert set(arrays_got) == set(arrays_expected)
-    for name in arrays_expected:
-        np.testing.assert_array_equal(arrays_got[name], arrays_expected[name], err_msg=name)
-    assert model_meta_got == model_meta_expected
+    crash_four_times_then_finish(crashed, write_config(crashed, data), N_VALID,
+                                 service_process)
+    assert_same_model(reference, crashed, N_VALID)
+    _, meta_got = final_model(crashed)
     assert meta_got["counters"]["records_accepted"] == N_VALID
     assert meta_got["counters"]["records_rejected"] == n_bad
 
     # File sinks are exactly-once: every valid id once, every bad record quarantined once.
+    assignments = crashed / "out" / "assignments.jsonl"
     out = [json.loads(line) for line in assignments.read_text().splitlines()]
     assert sorted(rec["id"] for rec in out) == sorted(ids)
     assert count_lines(crashed / "out" / "dead.jsonl") == n_bad
     reference_out = (reference / "out" / "assignments.jsonl").read_text()
     assert assignments.read_text() == reference_out
+
+
+N_MOONS = 4800
+
+
+@pytest.mark.slow
+def test_sigkill_recovery_keeps_the_auto_heat_kernel(tmp_path: Path, service_process) -> None:
+    """On a non-convex stream the default gamma="auto" resolves to the heat kernel on the
+    first batch (its graph and spectrum go into every checkpoint): a service killed and
+    restarted four times ends with the uninterrupted run's model and outputs, bit for bit,
+    and its assignments separate the moons."""
+    from sklearn.datasets import make_moons
+    from sklearn.metrics import adjusted_rand_score
+
+    x, labels = make_moons(N_MOONS, noise=0.08, random_state=3)
+    data = tmp_path / "moons.jsonl"
+    data.write_bytes(b"".join(json.dumps({"id": f"m{i}", "x": row.tolist()}).encode() + b"\n"
+                              for i, row in enumerate(x)))
+    settings = {"dim": 2, "model": "n_clusters = 2\nrandom_state = 11", "batch_size": 600}
+
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    run_to_end(reference, write_config(reference, data, **settings), N_MOONS)
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    crash_four_times_then_finish(crashed, write_config(crashed, data, **settings), N_MOONS,
+                                 service_process)
+    model = assert_same_model(reference, crashed, N_MOONS)
+    assert model.kernel_.name == "heat"
+    assignments = crashed / "out" / "assignments.jsonl"
+    assert assignments.read_text() == (reference / "out" / "assignments.jsonl").read_text()
+    cluster = {rec["id"]: rec["cluster"]
+               for rec in map(json.loads, assignments.read_text().splitlines())}
+    assert len(cluster) == N_MOONS
+    found = [cluster[f"m{i}"] for i in range(N_MOONS)]
+    assert adjusted_rand_score(labels, found) >= 0.95
 
 
 @pytest.mark.slow
