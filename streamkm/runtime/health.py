@@ -54,13 +54,15 @@ START_ALLOWANCE_FACTOR = 5.0
 def stall_after_s(config: ServiceConfig) -> float:
     """Seconds without a loop iteration after which ``/healthz`` reports the loop stuck.
 
-    The loop legitimately blocks for one batch's collection (``batching.max_wait_ms``), a
-    sink flush waiting for Kafka acknowledgements (``sinks.flush_timeout_ms``) and, with a
-    Kafka source, up to the consumer's ``max_poll_interval_ms`` (beyond it the group evicts
-    the consumer anyway). The threshold is the largest of 60 s, 10 x ``max_wait_ms``,
+    The loop legitimately blocks for one batch's collection (``batching.max_wait_ms``; the
+    model's first batch ``first_batch_wait_ms``), a sink flush waiting for Kafka
+    acknowledgements (``sinks.flush_timeout_ms``) and, with a Kafka source, up to the
+    consumer's ``max_poll_interval_ms`` (beyond it the group evicts the consumer anyway).
+    The threshold is the largest of 60 s, 10 x ``max_wait_ms``, 2 x ``first_batch_wait_ms``,
     2 x ``flush_timeout_ms`` and ``max_poll_interval_ms``: 60 s with the defaults.
     """
     candidates = [MIN_STALL_S, 10 * config.batching.max_wait_ms / 1000.0,
+                  2 * config.batching.first_batch_wait_s,
                   2 * config.sinks.flush_timeout_ms / 1000.0]
     max_poll_ms = getattr(config.source, "max_poll_interval_ms", None)
     if max_poll_ms is not None:

@@ -91,6 +91,11 @@ class Learner(Protocol):
         """Fewest valid records a batch should collect (the first batch needs more)."""
         ...
 
+    def initialising(self) -> bool:
+        """Whether the next batch starts the model (it is given longer to fill:
+        ``batching.first_batch_wait_ms``)."""
+        ...
+
     def accepts(self, batch: Batch) -> bool:
         """Whether ``batch`` is processed (``False``: dropped, e.g. too small to start)."""
         ...

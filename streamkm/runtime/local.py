@@ -120,6 +120,9 @@ class LocalLearner:
         assert self._sketching is not None
         return 1 if self._ready() else self._sketching.min_first_batch
 
+    def initialising(self) -> bool:
+        return not self._ready()
+
     def accepts(self, batch: Batch) -> bool:
         if batch.n_valid == 0 or self._ready():
             return True

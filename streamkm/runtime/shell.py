@@ -251,8 +251,10 @@ class Runtime:
             while not self._stop.is_set():
                 self.health.beat()
                 self.learner.tick()
-                batch = self.batcher.collect(min_valid=self.learner.min_valid(),
-                                             wait=self._wait)
+                first = self.learner.initialising()
+                batch = self.batcher.collect(
+                    min_valid=self.learner.min_valid(), wait=self._wait,
+                    max_wait_s=self.config.batching.first_batch_wait_s if first else None)
                 self._update_lag()
                 if batch is not None and batch.n_read and self.learner.accepts(batch):
                     self.process(batch)

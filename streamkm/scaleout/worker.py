@@ -377,6 +377,9 @@ class ScaleoutWorker:
     def min_valid(self) -> int:
         return 1
 
+    def initialising(self) -> bool:
+        return False  # the group's model comes from the merge leader, not from a batch
+
     def accepts(self, batch: Batch) -> bool:
         return True
 

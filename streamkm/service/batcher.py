@@ -136,7 +136,8 @@ class Batcher:
             records.extend(more)
         return records
 
-    def collect(self, *, min_valid: int, wait: Callable[[float], bool]) -> Batch | None:
+    def collect(self, *, min_valid: int, wait: Callable[[float], bool],
+                max_wait_s: float | None = None) -> Batch | None:
         """Read until a batch is complete.
 
         Parameters
@@ -148,6 +149,9 @@ class Batcher:
         wait : callable
             ``wait(seconds)`` sleeps up to ``seconds`` and returns ``True`` if the service
             should stop (e.g. ``threading.Event.wait``).
+        max_wait_s : float, optional
+            This batch's deadline instead of :attr:`max_wait_s` (the model's first batch
+            waits longer to fill).
 
         Returns
         -------
@@ -156,7 +160,7 @@ class Batcher:
             requested the batch is returned as it is (possibly short; the caller decides
             whether it can be processed).
         """
-        deadline = time.monotonic() + self.max_wait_s
+        deadline = time.monotonic() + (self.max_wait_s if max_wait_s is None else max_wait_s)
         generation = self.generation
         chunks: list[np.ndarray] = []
         ids: list[Any] = []

@@ -317,10 +317,22 @@ class ModelConfig(_Section):
 
 
 class BatchingConfig(_Section):
-    """Mini-batch boundaries: ``batch_size`` valid records or ``max_wait_ms``, first wins."""
+    """Mini-batch boundaries: ``batch_size`` valid records or ``max_wait_ms``, first wins.
+
+    Before the first model exists the batch being collected is its initialisation sample
+    (kernel k-means++ seeds, the warm-up, and ``gamma="auto"``'s choice of kernel, which
+    needs at least 500 distinct rows), so it closes at ``batch_size`` valid records or after
+    ``first_batch_wait_ms`` (at least ``max_wait_ms``): a slow stream gets time to fill it.
+    """
 
     batch_size: int = Field(default=1024, gt=0)
     max_wait_ms: float = Field(default=500.0, gt=0)
+    first_batch_wait_ms: float = Field(default=5000.0, gt=0)
+
+    @property
+    def first_batch_wait_s(self) -> float:
+        """Seconds the model's first batch may take to fill (never below ``max_wait_ms``)."""
+        return max(self.first_batch_wait_ms, self.max_wait_ms) / 1000.0
 
 
 class SketchConfig(_Section):

@@ -1,0 +1,94 @@
+"""The model's first batch is its initialisation sample: on a slow stream it is given
+``batching.first_batch_wait_ms`` to fill, so ``gamma="auto"`` can see enough rows to choose
+the heat kernel for non-convex clusters (in process, a real file appended by a writer)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+from sklearn.datasets import make_moons
+
+from streamkm.runtime import Learned, RuntimeHook
+from streamkm.service.batcher import Batch
+from streamkm.service.config import config_from_mapping
+from streamkm.service.runtime import Service
+
+pytestmark = pytest.mark.integration
+
+ROWS_PER_WRITE = 80
+WRITE_EVERY_S = 0.1  # about 800 records/s: 500 ms gives ~400 rows, 1024 take ~1.3 s
+
+
+class FirstBatch(RuntimeHook):
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.seen = threading.Event()
+
+    def on_batch(self, runtime: Any, batch: Batch, learned: Learned) -> None:
+        if batch.n_valid:
+            self.sizes.append(batch.n_valid)
+            self.seen.set()
+
+
+def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any]) -> tuple[int, str]:
+    """Size of the model's first batch and the kernel it chose."""
+    x, _ = make_moons(6000, noise=0.06, random_state=0)
+    data = tmp_path / "in.jsonl"
+    data.write_bytes(b"")
+    config = config_from_mapping({
+        "source": {"paths": ["in.jsonl"], "start_at": "beginning", "poll_interval_ms": 5},
+        "decoding": {"dim": 2}, "batching": batching,
+        "model": {"n_clusters": 2, "random_state": 0},
+        "checkpoint": {"dir": "ckpt"},
+        "sinks": {"assignments": "out/assignments.jsonl"},
+        "metrics": {"enabled": False},
+    }, base_dir=tmp_path)
+    service = Service(config, registry=CollectorRegistry())
+    hook = FirstBatch()
+    service.add_hook(hook)
+    service.start()
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    stop_writing = threading.Event()
+
+    def write() -> None:
+        with open(data, "a") as fh:
+            for start in range(0, len(x), ROWS_PER_WRITE):
+                if stop_writing.is_set():
+                    return
+                fh.write("".join(json.dumps({"id": i, "x": x[i].tolist()}) + "\n"
+                                 for i in range(start, start + ROWS_PER_WRITE)))
+                fh.flush()
+                time.sleep(WRITE_EVERY_S)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        assert hook.seen.wait(30), "no batch within 30 s"
+    finally:
+        stop_writing.set()
+        writer.join()
+        service.request_stop()
+        runner.join(60)
+    assert not runner.is_alive()
+    return hook.sizes[0], service.model.kernel_.name
+
+
+def test_a_slow_streams_first_batch_fills_and_auto_chooses_the_heat_kernel(tmp_path):
+    size, kernel = _run_on_a_slow_stream(tmp_path, {})  # the defaults: 1024 rows, 5 s
+    assert size == 1024
+    assert kernel == "heat"
+
+
+def test_without_the_longer_first_wait_the_first_batch_is_cut_short(tmp_path):
+    size, kernel = _run_on_a_slow_stream(
+        tmp_path, {"max_wait_ms": 500, "first_batch_wait_ms": 500})
+    assert size < 1024
+    assert kernel == ("heat" if size >= 500 else "rbf")
