@@ -26,8 +26,10 @@ SIGTERM / SIGINT make the service finish its batch, checkpoint and exit 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
+import os
 import signal
 import sys
 import threading
@@ -57,9 +59,26 @@ def _error(message: str) -> None:
 
 def _install_stop_handlers(stop: Callable[[], None]) -> None:
     """First SIGTERM/SIGINT: graceful stop. A second SIGINT: immediate KeyboardInterrupt.
-    SIGUSR1: every thread's stack to stderr (what a service that does not stop is doing)."""
+    SIGUSR1: every thread's stack to stderr (what a service that does not stop is doing).
+
+    The handlers only write a byte to a pipe; a watcher thread reads it and calls ``stop``.
+    A Python signal handler runs in the main thread between two bytecodes, possibly while
+    that thread holds the stop event's lock inside ``Event.wait``: calling ``stop`` (which
+    sets that event) from the handler then waits for a lock its own thread holds, for ever
+    (a service that had written everything did not exit after SIGTERM, twice in CI).
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+
+    def watch() -> None:
+        while os.read(read_fd, 1):
+            stop()
+
+    threading.Thread(target=watch, name="streamkm-stop-signals", daemon=True).start()
+
     def handler(signum: int, _frame: Any) -> None:
-        stop()
+        with contextlib.suppress(BlockingIOError):  # a full pipe already holds a stop
+            os.write(write_fd, b"s")
         if signum == signal.SIGINT:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 

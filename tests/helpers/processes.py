@@ -106,13 +106,15 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
 
 
 def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> int:
-    """SIGTERM (the graceful stop: final checkpoint and commit); the exit code. Kills the
-    process and raises if it does not exit within ``timeout`` seconds."""
+    """SIGTERM (the graceful stop: final checkpoint and commit); the exit code. If it does
+    not exit within ``timeout`` seconds: SIGUSR1 (the stacks go to its log), SIGKILL, raise."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # `streamkm run`: every thread's stack into its log
+        time.sleep(1.0)
         proc.kill()
         proc.wait()
         raise

@@ -268,3 +268,28 @@ def test_sigusr1_writes_every_threads_stack_and_the_service_carries_on(tmp_path:
         service.wait_until(lambda: count_lines(tmp_path / "out" / "assignments.jsonl") >= 300)
     finally:
         assert service.stop() == 0
+
+
+_STOP_WHILE_LOCKED = """
+import os, signal, sys, threading
+from streamkm.cli import _install_stop_handlers
+
+stop = threading.Event()
+_install_stop_handlers(stop.set)
+with stop._cond:  # the main thread inside Event.wait, holding the event's lock
+    os.kill(os.getpid(), signal.SIGTERM)
+    total = sum(range(10000))  # bytecodes: the Python-level handler runs here
+sys.exit(0 if stop.wait(10) else 3)
+"""
+
+
+@pytest.mark.integration
+def test_sigterm_while_the_main_thread_holds_the_stop_event_still_stops() -> None:
+    """A handler that set the stop event itself waited for ever for a lock its own thread
+    held (a service that had written everything did not exit after SIGTERM)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _STOP_WHILE_LOCKED], timeout=20,
+                          capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
