@@ -78,8 +78,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         the k-nn graph weight of the heat kernel's (non-convex clusters such as moons and
         rings) or the graph falls apart into exactly k pieces; not with drift handling,
         raw rows for re-sketching or explicit ``kernel_params``, nor below max(500, 20 k)
-        sample rows. The choice is ``kernel_`` and ``gamma_`` (None for heat), kept in the
-        state. Rule, evidence and limits: docs/kernels.md.
+        distinct sample rows (in streaming the sample is the first batch: make the first
+        :meth:`partial_fit` call at least that large). The choice is ``kernel_`` and
+        ``gamma_`` (None for heat), kept in the state. Rule, evidence and limits:
+        docs/kernels.md.
     kernel_params : dict, optional
         Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``,
         ``dense_limit`` and ``weights`` (heat: ``"binary"`` or ``"density"``).
@@ -417,7 +419,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
 
     def partial_fit(self, X: Any, y: Any = None,
                     sample_weight: Any = None) -> MiniBatchKernelKMeans:
-        """One mini-batch step on X (the first call initialises from X). Returns self.
+        """One mini-batch step on X (the first call initialises from X: its seeds, warm-up
+        and ``gamma="auto"``'s kernel choice see only this batch). Returns self.
 
         ``sample_weight``: optional positive integer multiplicity of each row (see
         :meth:`step`). Sets ``labels_`` / ``inertia_`` for this batch (see the class
