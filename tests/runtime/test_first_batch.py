@@ -22,8 +22,7 @@ from streamkm.service.runtime import Service
 
 pytestmark = pytest.mark.integration
 
-ROWS_PER_WRITE = 80
-WRITE_EVERY_S = 0.1  # about 800 records/s: 500 ms gives ~400 rows, 1024 take ~1.3 s
+WRITE_EVERY_S = 0.1
 
 
 class FirstBatch(RuntimeHook):
@@ -37,8 +36,10 @@ class FirstBatch(RuntimeHook):
             self.seen.set()
 
 
-def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any]) -> tuple[int, str]:
-    """Size of the model's first batch and the kernel it chose."""
+def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any],
+                          rows_per_write: int) -> tuple[int, str]:
+    """Size of the model's first batch and the kernel it chose, on a stream of
+    ``rows_per_write`` records every 0.1 s."""
     x, _ = make_moons(6000, noise=0.06, random_state=0)
     data = tmp_path / "in.jsonl"
     data.write_bytes(b"")
@@ -60,11 +61,11 @@ def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any]) -> tuple[int
 
     def write() -> None:
         with open(data, "a") as fh:
-            for start in range(0, len(x), ROWS_PER_WRITE):
+            for start in range(0, len(x), rows_per_write):
                 if stop_writing.is_set():
                     return
                 fh.write("".join(json.dumps({"id": i, "x": x[i].tolist()}) + "\n"
-                                 for i in range(start, start + ROWS_PER_WRITE)))
+                                 for i in range(start, start + rows_per_write)))
                 fh.flush()
                 time.sleep(WRITE_EVERY_S)
 
@@ -82,13 +83,15 @@ def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any]) -> tuple[int
 
 
 def test_a_slow_streams_first_batch_fills_and_auto_chooses_the_heat_kernel(tmp_path):
-    size, kernel = _run_on_a_slow_stream(tmp_path, {})  # the defaults: 1024 rows, 5 s
+    # ~800 records/s: 1024 rows take ~1.3 s, within the default 5 s even at half speed
+    size, kernel = _run_on_a_slow_stream(tmp_path, {}, rows_per_write=80)
     assert size == 1024
     assert kernel == "heat"
 
 
 def test_without_the_longer_first_wait_the_first_batch_is_cut_short(tmp_path):
+    # ~300 records/s: 500 ms gives ~150 rows (1024 would need the writer 3 s ahead)
     size, kernel = _run_on_a_slow_stream(
-        tmp_path, {"max_wait_ms": 500, "first_batch_wait_ms": 500})
+        tmp_path, {"max_wait_ms": 500, "first_batch_wait_ms": 500}, rows_per_write=30)
     assert size < 1024
     assert kernel == ("heat" if size >= 500 else "rbf")
