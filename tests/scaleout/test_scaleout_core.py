@@ -174,3 +174,35 @@ def test_leader_counts_exactly_and_replays_deterministically() -> None:
     np.testing.assert_array_equal(successor.model.transform(probe), leader.model.transform(probe))
     np.testing.assert_array_equal(successor.model.counts_, leader.model.counts_)
     assert successor.counters == leader.counters
+
+
+def test_a_leader_on_non_convex_data_publishes_the_auto_heat_kernel() -> None:
+    """The first model's "auto" decision runs on the rows buffered from every partition: on
+    moons it resolves to the heat kernel, whose graph and spectrum travel in the version, so
+    members predict with it and a successor leader goes on from it identically."""
+    from sklearn.datasets import make_moons
+    from sklearn.metrics import adjusted_rand_score
+
+    def new_model() -> MiniBatchKernelKMeans:
+        return MiniBatchKernelKMeans(2, random_state=0)
+
+    x, y = make_moons(4000, noise=0.08, random_state=1)
+    messages = [Fence("p0", "a", "w"), Fence("p1", "b", "w")]
+    messages += [_update(p, s, s + 400, t, x[o + s:o + s + 400])
+                 for s in range(0, 2000, 400) for p, t, o in (("p0", "a", 0), ("p1", "b", 2000))]
+    leader = MergeLeader(new_model, init_records=600)
+    for i, m in enumerate(messages):
+        leader.apply(m, i)
+    version = ModelVersion.from_bytes(leader.snapshot().to_bytes())
+    member = version.build_model()
+    assert member.kernel_.name == "heat"
+    assert adjusted_rand_score(y, member.predict(x)) >= 0.95
+    np.testing.assert_array_equal(member.transform(x[:100]), leader.model.transform(x[:100]))
+    successor = MergeLeader(new_model, init_records=600, start=version)
+    more = make_moons(800, noise=0.08, random_state=2)[0]
+    extra = [_update("p0", 2000, 2400, "a", more[:400]), _update("p1", 2000, 2400, "b", more[400:])]
+    for i, m in enumerate(extra, start=len(messages)):
+        leader.apply(m, i)
+        successor.apply(m, i)
+    np.testing.assert_array_equal(successor.model.transform(x[:100]),
+                                  leader.model.transform(x[:100]))
