@@ -5,11 +5,11 @@ landmark rows (:mod:`streamkm.kernels._graph`). With N = D^-1/2 A D^-1/2 = U dia
 K = U diag(exp(-t (1 - lam))) U^T, so the kernel has explicit features
 f(x) = U_x exp(-t (1 - lam) / 2) and the engine keeps explicit centers over them.
 
-- Landmarks: with at most ``dense_limit`` landmarks every eigenpair is computed (dense
-  eigh): the kernel is exact. Above, the ``n_components`` largest eigenpairs (sparse
-  Lanczos). Either way, eigenpairs whose weight exp(-t (1 - lam)) is below 1e-6 of the
-  leading one's are then dropped; the dropped part of K is at most exp(-t (1 - lam_m)) per
-  entry (lam_m the smallest kept), reported as ``spec.fitted.truncation``.
+- Landmarks: with at most ``dense_limit`` landmarks the eigenpairs come from a dense
+  (partial) eigendecomposition, above it the ``n_components`` largest from sparse Lanczos.
+  Either way, eigenpairs whose weight exp(-t (1 - lam)) is below 1e-6 of the leading one's
+  are dropped (the dense path does not compute them); the dropped part of K is at most
+  exp(-t (1 - lam_m)) per entry (lam_m the smallest kept), ``spec.fitted.truncation``.
 - Edge weights (option ``weights``): ``"binary"`` (default, seed 002's kernel: A is the 0/1
   k-nn adjacency) or ``"density"``: A(x, y) = exp(-max(r2(x), r2(y)) / h2) on the same
   edges, r2 the squared k-nn radius (so max(r2(x), r2(y), ||x - y||^2) is the mutual
