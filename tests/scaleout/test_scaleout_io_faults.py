@@ -22,7 +22,7 @@ from streamkm.scaleout.messages import Fence, ModelUpdate, encode_message
 from streamkm.service.metrics import ServiceMetrics
 from tests.runtime.test_io_faults import file_size_limit, lines
 from tests.scaleout.test_scaleout_leadership import SharedTopic
-from tests.scaleout.test_scaleout_retry import KEY, FakeFuture, World
+from tests.scaleout.test_scaleout_retry import KEY, FakePublisher, World
 
 pytestmark = pytest.mark.unit
 
@@ -128,25 +128,6 @@ def test_stop_while_held_assignments_are_refused_gives_them_up_cleanly(
 # ---------------------------------------------------------------------------- leader
 
 
-class KeptPublisher:
-    """Keeps every version handed over; each is acknowledged at once."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[int, bytes]] = []
-
-    def send_version(self, version: int, data: bytes) -> list[FakeFuture]:
-        self.sent.append((version, data))
-        future = FakeFuture()
-        future.succeed(0)
-        return [future]
-
-    def flush(self, timeout_s: float) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def leader_role(w: World, member: str, topic: SharedTopic,
                 start: ModelVersion | None = None) -> LeaderRole:
     """A confirmed leader role applying one message per round, publishing after each."""
@@ -155,7 +136,7 @@ def leader_role(w: World, member: str, topic: SharedTopic,
     role.config = role.config.model_copy(update={"publish_every_updates": 1,
                                                  "max_updates_per_round": 1})
     role.updates_reader = topic.reader(role.leader.applied_offset + 1)  # type: ignore[assignment]
-    role.publisher = KeptPublisher()  # type: ignore[assignment]
+    role.publisher = FakePublisher(acknowledge=True)  # type: ignore[assignment]
     return role
 
 
@@ -246,7 +227,7 @@ def test_stop_while_leader_events_are_refused_the_next_leader_writes_them(
 
     # space is back; the next leader (here a restart of the member) starts from the last
     # published version
-    data = dict(role.publisher.sent)[last]  # type: ignore[union-attr]
+    data = role.publisher.data[last]  # type: ignore[union-attr]
     successor = leader_role(World(tmp_path), "L2", topic, ModelVersion.from_bytes(data))
     run_until_event(successor, path, 30)
     (event,) = events(path)

@@ -295,16 +295,27 @@ def test_update_send_that_raises_refences(tmp_path: Path) -> None:
 
 
 class FakePublisher:
-    def __init__(self) -> None:
+    """A version publisher whose deliveries the test settles (``acknowledge``: each at once);
+    ``data`` keeps every version's bytes."""
+
+    def __init__(self, acknowledge: bool = False) -> None:
         self.sent: list[tuple[int, list[FakeFuture]]] = []
+        self.data: dict[int, bytes] = {}
+        self.acknowledge = acknowledge
 
     def send_version(self, version: int, data: bytes) -> list[FakeFuture]:
         futures = [FakeFuture()]
+        if self.acknowledge:
+            futures[0].succeed(0)
         self.sent.append((version, futures))
+        self.data[version] = data
         return futures
 
+    def flush(self, timeout_s: float) -> None:
+        """Nothing is buffered: the test settles every delivery."""
+
     def close(self) -> None:
-        pass
+        """Nothing to release."""
 
 
 def test_failed_publication_is_retried_after_a_backoff(tmp_path: Path) -> None:
