@@ -590,7 +590,7 @@ class SupportCenters:
         raw = {} if self.raw is None else raw_to_arrays(self.raw, "support_raw")
         return {
             **raw,
-            "support_rows": self.rows.copy(),  # a copy: the store reuses its buffers
+            "support_rows": self.rows,  # get_state copies every array it hands out
             "support_sq_norms": self.row_sq_norms,
             "support_weights": self.weights,
             "support_tags": self.tags,

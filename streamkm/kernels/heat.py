@@ -69,7 +69,7 @@ class HeatState:
         """Sparse (n, m) affinity of the rows of x to the landmarks."""
         return graph_affinity(self.graph, self.weights, self.bandwidth2, x, r2, deg)
 
-    @property
+    @cached_property
     def landmark_features(self) -> np.ndarray:
         """The landmarks' own (exact) features, in landmark order."""
         return self.eigenvectors * self.scales[None, :]
@@ -96,13 +96,18 @@ class HeatState:
         return float(np.exp(-self.t * (1.0 - self.eigenvalues.min())))
 
 
+def _weight_cutoff(time: float, leading: float = 1.0) -> float:
+    """The smallest eigenvalue whose weight exp(-t (1 - lam)) is ``_WEIGHT_FLOOR`` of the
+    leading eigenvalue's (1 for the normalised adjacency of a graph)."""
+    return leading - np.log(1.0 / _WEIGHT_FLOOR) / time
+
+
 def significant_eigenpairs(eigenvalues: np.ndarray, t: float) -> int:
     """How many leading eigenpairs (eigenvalues in decreasing order) have a kernel weight
     exp(-t (1 - lam)) of at least ``_WEIGHT_FLOOR`` times the leading one's (at least 1)."""
     if eigenvalues.shape[0] == 0:
         return 0
-    cutoff = eigenvalues[0] - np.log(1.0 / _WEIGHT_FLOOR) / t
-    return max(1, int(np.count_nonzero(eigenvalues >= cutoff)))
+    return max(1, int(np.count_nonzero(eigenvalues >= _weight_cutoff(t, eigenvalues[0]))))
 
 
 WEIGHTS = ("binary", "density")
@@ -149,31 +154,19 @@ def graph_affinity(graph: LandmarkGraph, weights: str, bandwidth2: float, x: np.
 _FIRST_EIGENPAIRS = 64
 
 
-def _leading_dense(dense: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """The m largest eigenpairs of a symmetric matrix, eigenvalues in decreasing order."""
+def _dense_eigenpairs(dense: np.ndarray, *, top: int | None = None,
+                      above: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenpairs of D^-1/2 A D^-1/2 (spectrum in [-1, 1]), eigenvalues in decreasing
+    order: the ``top`` largest, or those >= ``above``, else (or when that is all) every one."""
     n = dense.shape[0]
-    if m >= n:
-        lam, vec = np.linalg.eigh(dense)
-    else:
-        lam, vec = scipy.linalg.eigh(dense, subset_by_index=[n - m, n - 1], driver="evr")
-    return lam[::-1], vec[:, ::-1]
-
-
-def _dense_above(dense: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
-    """The eigenpairs of D^-1/2 A D^-1/2 (spectrum in [-1, 1]) with eigenvalue >= cutoff,
-    eigenvalues in decreasing order."""
-    if cutoff <= -1.0:
-        lam, vec = np.linalg.eigh(dense)
-    else:
-        lam, vec = scipy.linalg.eigh(dense, subset_by_value=(cutoff - 1e-9, np.inf),
+    if top is not None and top < n:
+        lam, vec = scipy.linalg.eigh(dense, subset_by_index=[n - top, n - 1], driver="evr")
+    elif above is not None and above > -1.0:
+        lam, vec = scipy.linalg.eigh(dense, subset_by_value=(above - 1e-9, np.inf),
                                      driver="evr")
+    else:
+        lam, vec = np.linalg.eigh(dense)
     return lam[::-1], vec[:, ::-1]
-
-
-def _weight_cutoff(time: float) -> float:
-    """The smallest eigenvalue whose weight exp(-t (1 - lam)) is ``_WEIGHT_FLOOR`` of the
-    leading eigenvalue's (1, that of the normalised adjacency of a graph)."""
-    return 1.0 - np.log(1.0 / _WEIGHT_FLOOR) / time
 
 
 def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int, t: float | str,
@@ -188,13 +181,13 @@ def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int, t: 
         if t == "auto":
             # t needs lam_{k+1}; a few leading eigenpairs are often all that weigh anything
             m = min(n, max(_FIRST_EIGENPAIRS, 2 * ((n_clusters or 2) + 1)))
-            lam, vec = _leading_dense(dense, m)
+            lam, vec = _dense_eigenpairs(dense, top=m)
             time = auto_diffusion_time(lam, n_clusters)
             if m < n and significant_eigenpairs(lam, time) == m:
-                lam, vec = _dense_above(dense, _weight_cutoff(time))
+                lam, vec = _dense_eigenpairs(dense, above=_weight_cutoff(time))
         else:
             time = float(t)
-            lam, vec = _dense_above(dense, _weight_cutoff(time))
+            lam, vec = _dense_eigenpairs(dense, above=_weight_cutoff(time))
     else:
         v0 = np.sqrt(degrees / degrees.sum())  # the top eigenvector, deterministic start
         lam, vec = eigsh(norm_adj, k=n_components, which="LA", v0=v0)
