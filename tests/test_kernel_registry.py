@@ -33,16 +33,53 @@ def _knn_reference(x, k):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kth", [0, 1, 5, 39])
-def test_knn_radii_kernel_matches_a_numpy_sort(dtype, kth):
+def test_knn_graph_kernels_match_numpy(dtype, kth):
     rng = np.random.default_rng(kth)
     landmarks = rng.normal(size=(40, 3)).astype(dtype)
+    landmarks_t = np.ascontiguousarray(landmarks.T)
     # rows with repeated distances (copies of landmarks) and fresh rows
     x = np.vstack([landmarks[:7], rng.normal(size=(30, 3)).astype(dtype)])
-    dist = ((x[:, None, :].astype(np.float64) - landmarks[None, :, :]) ** 2).sum(-1)
+    # the kernels sum the squared differences of x's dtype in float64, feature by feature
+    diff = x[:, None, :] - landmarks[None, :, :]
+    dist = np.zeros((x.shape[0], landmarks.shape[0]))
+    for f in range(x.shape[1]):
+        dist += diff[:, :, f] * diff[:, :, f]
+    radius = np.sort(dist, axis=1)[:, kth]
+    if dtype == np.float32:  # rounded up to float32
+        stored = radius.astype(np.float32)
+        low = stored.astype(np.float64) < radius
+        stored[low] = np.nextafter(stored[low], np.float32(np.inf))
+        radius = stored.astype(np.float64)
     got = np.empty(x.shape[0])
-    knn_graph.radii(x, landmarks, kth, got)
-    np.testing.assert_allclose(got, np.sort(dist, axis=1)[:, kth],
-                               rtol=1e-6 if dtype == np.float32 else 1e-12)
+    knn_graph.radii(x, landmarks_t, kth, dtype == np.float32, got)
+    np.testing.assert_array_equal(got, radius)
+    assert np.all(got >= np.sort(dist, axis=1)[:, kth])
+
+    landmark_r2 = rng.uniform(0, 4, size=landmarks.shape[0])
+    x_r2 = np.empty(x.shape[0])
+    indptr, indices = knn_graph.join_rows(x, landmarks_t, landmark_r2, kth,
+                                          dtype == np.float32, x_r2, False)
+    np.testing.assert_array_equal(x_r2, radius)
+    joined = dist <= np.maximum(radius[:, None], landmark_r2[None, :])
+    np.testing.assert_array_equal(np.diff(indptr), joined.sum(axis=1))
+    np.testing.assert_array_equal(indices, np.nonzero(joined)[1])
+    # with the radii given (the landmarks' own pass) they are read, not recomputed
+    given = rng.uniform(0, 4, size=x.shape[0])
+    indptr, indices = knn_graph.join_rows(x, landmarks_t, landmark_r2, kth,
+                                          dtype == np.float32, given.copy(), True)
+    joined = dist <= np.maximum(given[:, None], landmark_r2[None, :])
+    np.testing.assert_array_equal(indices, np.nonzero(joined)[1])
+
+
+def test_join_rows_grows_its_index_buffer_for_dense_neighbourhoods():
+    rng = np.random.default_rng(1)
+    landmarks = rng.normal(size=(300, 2))
+    x = rng.normal(size=(5, 2))
+    # every landmark is joined: radii far beyond every distance
+    indptr, indices = knn_graph.join_rows(x, np.ascontiguousarray(landmarks.T),
+                                          np.full(300, 1e9), 0, False, np.empty(5), False)
+    np.testing.assert_array_equal(np.diff(indptr), np.full(5, 300))
+    np.testing.assert_array_equal(indices, np.tile(np.arange(300), 5))
 
 
 def test_registry_lists_every_kernel_with_traits():

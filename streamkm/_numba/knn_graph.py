@@ -3,9 +3,11 @@
 The graph over landmark rows L joins x and y when ||x - y||^2 <= max(r2(x), r2(y)), r2(z)
 being the squared distance from z to its (k+1)-th nearest landmark (a landmark counts
 itself at distance 0): the symmetrised ("or") k-nn graph, with a self loop, extended to
-any row. Distances are computed by differences (never from a GEMM), always in the same
-order, so the same pair gives the same bit pattern in every function here and the radius
-test is reproducible.
+any row. Distances are computed by differences (never from a GEMM), summed over the
+features in order, so the same pair gives the same bit pattern in every call and the radius
+test is reproducible. A row's distances to all landmarks are computed at once, landmark by
+landmark within a feature (landmarks are passed transposed, (d, m)), which vectorises
+without changing any sum's order; its radius, degree and neighbours are scans of them.
 """
 
 from __future__ import annotations
@@ -13,66 +15,115 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["radii", "degrees", "neighbours", "knn_block"]
+__all__ = ["radii", "join_rows", "knn_block"]
 
 
 @njit(cache=True)
-def _sq_dist(a, b):  # pragma: no cover - compiled
-    s = 0.0
-    for f in range(a.shape[0]):
-        d = a[f] - b[f]
-        s += d * d
-    return s
-
-
-@njit(cache=True)
-def radii(x, landmarks, kth, out):  # pragma: no cover - compiled
-    """out[i] = (kth+1)-th smallest squared distance from x[i] to the landmarks.
-
-    Keeps the kth+1 smallest distances seen so far in sorted order (insertion), so a row
-    costs one pass over the landmarks and no allocation.
-    """
-    m = landmarks.shape[0]
-    size = kth + 1
-    best = np.empty(size)
-    for i in range(x.shape[0]):
-        filled = 0
+def _row_sq_distances(x, i, landmarks_t, out):  # pragma: no cover - compiled
+    """out[j] = ||x[i] - landmarks[j]||^2 (landmarks_t is landmarks transposed)."""
+    m = landmarks_t.shape[1]
+    for j in range(m):
+        out[j] = 0.0
+    for f in range(x.shape[1]):
+        xf = x[i, f]
+        lf = landmarks_t[f]
         for j in range(m):
-            d = _sq_dist(x[i], landmarks[j])
-            if filled < size:
-                p = filled
-                filled += 1
-            elif d < best[size - 1]:
-                p = size - 1
-            else:
-                continue
-            while p > 0 and best[p - 1] > d:
+            t = xf - lf[j]
+            out[j] += t * t
+
+
+@njit(cache=True)
+def _kth_smallest(values, kth, best):  # pragma: no cover - compiled
+    """The (kth+1)-th smallest of values: keeps the kth+1 smallest seen so far sorted in
+    ``best`` (insertion), one pass and no allocation."""
+    size = kth + 1
+    for j in range(size):
+        v = values[j]
+        p = j
+        while p > 0 and best[p - 1] > v:
+            best[p] = best[p - 1]
+            p -= 1
+        best[p] = v
+    threshold = best[size - 1]
+    for j in range(size, values.shape[0]):
+        v = values[j]
+        if v < threshold:
+            p = size - 1
+            while p > 0 and best[p - 1] > v:
                 best[p] = best[p - 1]
                 p -= 1
-            best[p] = d
-        out[i] = best[size - 1]
+            best[p] = v
+            threshold = best[size - 1]
+    return threshold
 
 
 @njit(cache=True)
-def degrees(x, x_r2, landmarks, l_r2, out):  # pragma: no cover - compiled
-    """out[i] = number of landmarks joined to x[i]."""
-    for i in range(x.shape[0]):
-        c = 0
-        for j in range(landmarks.shape[0]):
-            if _sq_dist(x[i], landmarks[j]) <= max(x_r2[i], l_r2[j]):
-                c += 1
-        out[i] = c
+def _stored_radius(r, single):  # pragma: no cover - compiled
+    """r rounded up to float32 when the rows are float32 (``single``), as float64."""
+    if not single:
+        return r
+    s = np.float32(r)
+    if np.float64(s) < r:
+        s = np.nextafter(s, np.float32(np.inf))
+    return np.float64(s)
 
 
 @njit(cache=True)
-def neighbours(x, x_r2, landmarks, l_r2, indptr, indices):  # pragma: no cover - compiled
-    """CSR structure of the rows x -> landmarks adjacency (indptr from the degrees)."""
+def radii(x, landmarks_t, kth, single, out):  # pragma: no cover - compiled
+    """out[i] = (kth+1)-th smallest squared distance from x[i] to the landmarks, rounded up
+    to float32 when ``single``."""
+    dist = np.empty(landmarks_t.shape[1])
+    best = np.empty(kth + 1)
     for i in range(x.shape[0]):
-        p = indptr[i]
-        for j in range(landmarks.shape[0]):
-            if _sq_dist(x[i], landmarks[j]) <= max(x_r2[i], l_r2[j]):
-                indices[p] = j
-                p += 1
+        _row_sq_distances(x, i, landmarks_t, dist)
+        out[i] = _stored_radius(_kth_smallest(dist, kth, best), single)
+
+
+@njit(cache=True)
+def _grown(indices, used, needed):  # pragma: no cover - compiled
+    """A larger copy of indices[:used] with room for at least ``needed`` entries."""
+    grown = np.empty(max(needed, 2 * indices.shape[0]), dtype=np.int64)
+    grown[:used] = indices[:used]
+    return grown
+
+
+@njit(cache=True)
+def _write_joined(dist, r, landmark_r2, indices, start):  # pragma: no cover - compiled
+    p = start
+    for j in range(dist.shape[0]):
+        if dist[j] <= max(r, landmark_r2[j]):
+            indices[p] = j
+            p += 1
+
+
+@njit(cache=True)
+def join_rows(x, landmarks_t, landmark_r2, kth, single, x_r2, radii_known):  # pragma: no cover
+    """CSR (indptr, indices) of the landmarks joined to each row of x: those j with
+    ||x[i] - l_j||^2 <= max(x_r2[i], landmark_r2[j]).
+
+    x_r2 is read when ``radii_known``, else computed (as :func:`radii`) and written.
+    """
+    n, m = x.shape[0], landmarks_t.shape[1]
+    dist = np.empty(m)
+    best = np.empty(kth + 1)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    indices = np.empty(max(16, 2 * n * (kth + 1)), dtype=np.int64)
+    p = 0
+    for i in range(n):
+        _row_sq_distances(x, i, landmarks_t, dist)
+        if not radii_known:
+            x_r2[i] = _stored_radius(_kth_smallest(dist, kth, best), single)
+        r = x_r2[i]
+        count = 0
+        for j in range(m):
+            if dist[j] <= max(r, landmark_r2[j]):
+                count += 1
+        if p + count > indices.shape[0]:
+            indices = _grown(indices, p, p + count)
+        _write_joined(dist, r, landmark_r2, indices, p)
+        p += count
+        indptr[i + 1] = p
+    return indptr, indices[:p].copy()
 
 
 @njit(cache=True)

@@ -116,8 +116,7 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
     rows = np.ascontiguousarray(rows, dtype=np.float64)
     heat = KernelSpec("heat", options=AUTO_HEAT_OPTIONS).fit(rows, n_clusters)
     features = heat.fitted.landmark_features  # the decision rows are its landmarks
-    graph = heat.fitted.graph
-    adjacency = heat.fitted.affinity(rows, graph.r2, graph.degrees)
+    adjacency = heat.fitted.landmark_affinity
     cuts = {}
     for name, kmat in (("width", width_spec.block(rows, rows)),
                        ("heat", features @ features.T)):

@@ -12,6 +12,7 @@ n x n dense matrix.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,22 +36,6 @@ def check_n_neighbors(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ParameterError(f"n_neighbors must be an integer >= 1, got {value!r}")
     return int(value)
-
-
-def _radii_like(x: np.ndarray, landmarks: np.ndarray, n_neighbors: int) -> np.ndarray:
-    """Squared (k+1)-th neighbour distances, rounded up to x's dtype and returned as float64.
-
-    Rounding up before any comparison keeps the radius test identical whether r2 is read
-    from float64 state or from a float32 prepared row.
-    """
-    kth = min(n_neighbors, landmarks.shape[0] - 1)
-    r2 = np.empty(x.shape[0])
-    if x.shape[0]:
-        _nkg.radii(x, landmarks, kth, r2)
-    stored = r2.astype(x.dtype)
-    low = stored.astype(np.float64) < r2
-    stored[low] = np.nextafter(stored[low], np.inf, dtype=x.dtype)
-    return stored.astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -80,34 +65,55 @@ class LandmarkGraph:
         only its copies as neighbours (radius 0) and form a piece of its own.
         """
         landmarks = distinct_rows(np.ascontiguousarray(landmarks))
-        if landmarks.shape[0] < 2:
+        m = landmarks.shape[0]
+        if m < 2:
             raise ParameterError(
-                "a k-nn graph kernel needs at least 2 distinct landmark rows, got "
-                f"{landmarks.shape[0]}"
+                f"a k-nn graph kernel needs at least 2 distinct landmark rows, got {m}"
             )
-        r2 = _radii_like(landmarks, landmarks, n_neighbors)
-        deg = np.empty(landmarks.shape[0], dtype=np.int64)
-        _nkg.degrees(landmarks, r2, landmarks, r2, deg)
-        return cls(landmarks, r2, deg.astype(np.float64), int(n_neighbors))
+        graph = cls(landmarks, np.empty(m), np.empty(m), int(n_neighbors))
+        _nkg.radii(landmarks, graph.landmarks_t, graph.kth, graph.single, graph.r2)
+        adjacency = graph._join(landmarks, graph.r2)[1]
+        graph.degrees[:] = np.diff(adjacency.indptr)
+        # the landmarks' own adjacency comes with the fit (heat's spectrum, auto's cuts)
+        graph.__dict__["landmark_adjacency"] = adjacency
+        return graph
+
+    @property
+    def kth(self) -> int:
+        return min(self.n_neighbors, self.landmarks.shape[0] - 1)
+
+    @property
+    def single(self) -> bool:
+        """Whether radii are rounded up to float32 (float32 landmarks): the radius test is
+        then the same whether r2 is read from float64 state or from a float32 prepared row."""
+        return self.landmarks.dtype == np.float32
+
+    @cached_property
+    def landmarks_t(self) -> np.ndarray:
+        return np.ascontiguousarray(self.landmarks.T)
+
+    @cached_property
+    def landmark_adjacency(self) -> sp.csr_matrix:
+        """0/1 adjacency of the landmarks to each other, sparse (m, m)."""
+        return self._join(self.landmarks, self.r2)[1]
+
+    def join(self, x: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
+        """Squared radius (float64) of each row of x and its 0/1 adjacency to the
+        landmarks (sparse (n, m)): one pass over the landmarks per row."""
+        return self._join(np.ascontiguousarray(x, dtype=self.landmarks.dtype), None)
 
     def place(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Squared radius and degree (float64) of each row of x in the graph."""
-        x = np.ascontiguousarray(x, dtype=self.landmarks.dtype)
-        r2 = _radii_like(x, self.landmarks, self.n_neighbors)
-        deg = np.empty(x.shape[0], dtype=np.int64)
-        if x.shape[0]:
-            _nkg.degrees(x, r2, self.landmarks, self.r2, deg)
-        return r2, deg.astype(np.float64)
+        r2, adjacency = self.join(x)
+        return r2, np.diff(adjacency.indptr).astype(np.float64)
 
-    def adjacency(self, x: np.ndarray, r2: np.ndarray, deg: np.ndarray) -> sp.csr_matrix:
-        """0/1 adjacency of the rows of x to the landmarks, sparse (n, m)."""
-        x = np.ascontiguousarray(x, dtype=self.landmarks.dtype)
-        indptr = np.concatenate([[0], np.cumsum(deg.astype(np.int64))])
-        indices = np.empty(indptr[-1], dtype=np.int64)
-        if x.shape[0]:
-            _nkg.neighbours(x, r2, self.landmarks, self.r2, indptr, indices)
-        data = np.ones(indices.shape[0])
-        return sp.csr_matrix((data, indices, indptr), shape=(x.shape[0], self.landmarks.shape[0]))
+    def _join(self, x: np.ndarray, known_r2: np.ndarray | None) -> tuple[np.ndarray, sp.csr_matrix]:
+        r2 = np.empty(x.shape[0]) if known_r2 is None else known_r2
+        indptr, indices = _nkg.join_rows(x, self.landmarks_t, self.r2, self.kth, self.single,
+                                         r2, known_r2 is not None)
+        adjacency = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr),
+                                  shape=(x.shape[0], self.landmarks.shape[0]))
+        return r2, adjacency
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}landmarks": self.landmarks, f"{prefix}r2": self.r2,

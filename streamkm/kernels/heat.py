@@ -65,9 +65,17 @@ class HeatState:
     #: (weighted) degree of each landmark in the graph the spectrum was computed on
     landmark_degrees: np.ndarray | None = None
 
-    def affinity(self, x: np.ndarray, r2: np.ndarray, deg: np.ndarray) -> sp.csr_matrix:
+    def affinity(self, x: np.ndarray) -> sp.csr_matrix:
         """Sparse (n, m) affinity of the rows of x to the landmarks."""
-        return graph_affinity(self.graph, self.weights, self.bandwidth2, x, r2, deg)
+        r2, adjacency = self.graph.join(x)
+        return edge_weights(adjacency, r2, self.graph.r2, self.weights, self.bandwidth2)
+
+    @cached_property
+    def landmark_affinity(self) -> sp.csr_matrix:
+        """Sparse (m, m) affinity of the landmarks to each other (the graph's edges)."""
+        graph = self.graph
+        return edge_weights(graph.landmark_adjacency, graph.r2, graph.r2, self.weights,
+                            self.bandwidth2)
 
     @cached_property
     def landmark_features(self) -> np.ndarray:
@@ -140,12 +148,11 @@ def density_bandwidth(r2: np.ndarray) -> float:
     return float(np.median(positive)) if positive.size else 1.0
 
 
-def graph_affinity(graph: LandmarkGraph, weights: str, bandwidth2: float, x: np.ndarray,
-                   r2: np.ndarray, deg: np.ndarray) -> sp.csr_matrix:
-    """The rows of x joined to the landmarks: 0/1 (``"binary"``) or density weights."""
-    adjacency = graph.adjacency(x, r2, deg)
+def edge_weights(adjacency: sp.csr_matrix, r2_rows: np.ndarray, r2_landmarks: np.ndarray,
+                 weights: str, bandwidth2: float) -> sp.csr_matrix:
+    """A 0/1 adjacency of rows to landmarks as is (``"binary"``) or density weighted."""
     if weights == "density":
-        adjacency = density_weighted(adjacency, r2, graph.r2, bandwidth2)
+        return density_weighted(adjacency, r2_rows, r2_landmarks, bandwidth2)
     return adjacency
 
 
@@ -211,6 +218,20 @@ def auto_diffusion_time(eigenvalues: np.ndarray, n_clusters: int | None) -> floa
     return float(np.log(10.0) / max(1.0 - eigenvalues[k], 1e-12))
 
 
+def _extension(state: HeatState, x: np.ndarray) -> np.ndarray:
+    """Nystroem features of new rows: N(x, :) U diag(exp(-t (1 - lam) / 2) / lam), with the
+    eigenpairs of |lam| <= ``_MIN_EIGENVALUE`` left out."""
+    adj = state.affinity(x)
+    inv_sqrt_l = 1.0 / np.sqrt(state.degrees)
+    projected = adj @ (state.eigenvectors * inv_sqrt_l[:, None])
+    projected /= np.sqrt(np.asarray(adj.sum(axis=1)).ravel())[:, None]
+    lam = state.eigenvalues
+    keep = np.abs(lam) > _MIN_EIGENVALUE
+    factor = np.zeros_like(lam)
+    factor[keep] = state.scales[keep] / lam[keep]
+    return projected * factor[None, :]
+
+
 @register
 class Heat(KernelType):
     name = "heat"
@@ -238,33 +259,26 @@ class Heat(KernelType):
         o = params.options
         graph = LandmarkGraph.fit(landmarks, o["n_neighbors"])
         bandwidth2 = density_bandwidth(graph.r2)
-        adjacency = graph_affinity(graph, o["weights"], bandwidth2, graph.landmarks, graph.r2,
-                                   graph.degrees)
+        adjacency = edge_weights(graph.landmark_adjacency, graph.r2, graph.r2, o["weights"],
+                                 bandwidth2)
         lam, vec, degrees, t = _spectrum(adjacency, int(o["n_components"]),
                                          int(o["dense_limit"]), o["t"], n_clusters)
-        return HeatState(graph, lam, vec, t, o["weights"], bandwidth2, degrees)
+        state = HeatState(graph, lam, vec, t, o["weights"], bandwidth2, degrees)
+        state.__dict__["landmark_affinity"] = adjacency
+        return state
 
     def prepare(self, params, x):
         state: HeatState = params.fitted
-        graph = state.graph
-        r2, deg = graph.place(x)
-        adj = state.affinity(x, r2, deg)
-        inv_sqrt_l = 1.0 / np.sqrt(state.degrees)
-        projected = adj @ (state.eigenvectors * inv_sqrt_l[:, None])
-        projected /= np.sqrt(np.asarray(adj.sum(axis=1)).ravel())[:, None]
-        lam = state.eigenvalues
-        keep = np.abs(lam) > _MIN_EIGENVALUE
-        factor = np.zeros_like(lam)
-        factor[keep] = state.scales[keep] / lam[keep]
-        out = projected * factor[None, :]
+        rows = np.ascontiguousarray(x, dtype=state.graph.landmarks.dtype)
+        out = np.empty((x.shape[0], state.eigenvalues.shape[0]))
         # a row equal to a landmark gets the landmark's own features (exact, eigenpairs
-        # with lam ~ 0 included)
-        rows = np.ascontiguousarray(x, dtype=graph.landmarks.dtype)
+        # with lam ~ 0 included); only the other rows are placed in the graph
         index = state.landmark_index
-        hits = [(i, index[r.tobytes()]) for i, r in enumerate(rows) if r.tobytes() in index]
-        if hits:
-            at, lm = np.array(hits).T
-            out[at] = state.landmark_features[lm]
+        landmark_of = np.array([index.get(r.tobytes(), -1) for r in rows], dtype=np.int64)
+        hit = landmark_of >= 0
+        out[hit] = state.landmark_features[landmark_of[hit]]
+        if not hit.all():
+            out[~hit] = _extension(state, rows[~hit])
         return np.ascontiguousarray(out, dtype=x.dtype)
 
     def block(self, params, x, y, x_sq, y_sq):
