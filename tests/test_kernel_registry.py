@@ -51,24 +51,44 @@ def test_knn_graph_kernels_match_numpy(dtype, kth):
         stored[low] = np.nextafter(stored[low], np.float32(np.inf))
         radius = stored.astype(np.float64)
     got = np.empty(x.shape[0])
-    knn_graph.radii(x, landmarks_t, kth, dtype == np.float32, got)
+    indptr, indices = knn_graph.radii(x, landmarks_t, kth, dtype == np.float32, got)
     np.testing.assert_array_equal(got, radius)
     assert np.all(got >= np.sort(dist, axis=1)[:, kth])
+    within = dist <= radius[:, None]  # the k+1 nearest and any ties
+    np.testing.assert_array_equal(np.diff(indptr), within.sum(axis=1))
+    np.testing.assert_array_equal(indices, np.nonzero(within)[1])
 
     landmark_r2 = rng.uniform(0, 4, size=landmarks.shape[0])
     x_r2 = np.empty(x.shape[0])
     indptr, indices = knn_graph.join_rows(x, landmarks_t, landmark_r2, kth,
-                                          dtype == np.float32, x_r2, False)
+                                          dtype == np.float32, x_r2)
     np.testing.assert_array_equal(x_r2, radius)
     joined = dist <= np.maximum(radius[:, None], landmark_r2[None, :])
     np.testing.assert_array_equal(np.diff(indptr), joined.sum(axis=1))
     np.testing.assert_array_equal(indices, np.nonzero(joined)[1])
-    # with the radii given (the landmarks' own pass) they are read, not recomputed
-    given = rng.uniform(0, 4, size=x.shape[0])
-    indptr, indices = knn_graph.join_rows(x, landmarks_t, landmark_r2, kth,
-                                          dtype == np.float32, given.copy(), True)
-    joined = dist <= np.maximum(given[:, None], landmark_r2[None, :])
-    np.testing.assert_array_equal(indices, np.nonzero(joined)[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_landmark_graph_is_the_symmetrised_knn_graph(dtype):
+    from streamkm.kernels._graph import LandmarkGraph
+
+    rng = np.random.default_rng(7)
+    # a grid has many tied distances: ties at the radius join both ways
+    landmarks = np.vstack([np.indices((6, 6)).reshape(2, -1).T, rng.normal(size=(40, 2)) * 3])
+    landmarks = landmarks.astype(dtype)
+    graph = LandmarkGraph.fit(landmarks, 5)
+    diff = landmarks[:, None, :] - landmarks[None, :, :]
+    dist = (diff[:, :, 0] * diff[:, :, 0]).astype(np.float64) + diff[:, :, 1] * diff[:, :, 1]
+    reference = dist <= np.maximum(graph.r2[:, None], graph.r2[None, :])
+    np.testing.assert_array_equal(graph.landmark_adjacency.toarray() > 0, reference)
+    np.testing.assert_array_equal(graph.degrees, reference.sum(axis=1))
+    # a graph read back from its arrays rebuilds the same adjacency
+    loaded = LandmarkGraph.from_arrays(graph.to_arrays("k_"), "k_", 5)
+    assert (loaded.landmark_adjacency != graph.landmark_adjacency).nnz == 0
+    # and a landmark placed as a new row gets its own radius and edges
+    r2, adjacency = graph.join(landmarks[:9])
+    np.testing.assert_array_equal(r2, graph.r2[:9])
+    np.testing.assert_array_equal(adjacency.toarray() > 0, reference[:9])
 
 
 def test_join_rows_grows_its_index_buffer_for_dense_neighbourhoods():
@@ -77,7 +97,7 @@ def test_join_rows_grows_its_index_buffer_for_dense_neighbourhoods():
     x = rng.normal(size=(5, 2))
     # every landmark is joined: radii far beyond every distance
     indptr, indices = knn_graph.join_rows(x, np.ascontiguousarray(landmarks.T),
-                                          np.full(300, 1e9), 0, False, np.empty(5), False)
+                                          np.full(300, 1e9), 0, False, np.empty(5))
     np.testing.assert_array_equal(np.diff(indptr), np.full(5, 300))
     np.testing.assert_array_equal(indices, np.tile(np.arange(300), 5))
 

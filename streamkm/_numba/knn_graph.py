@@ -71,12 +71,28 @@ def _stored_radius(r, single):  # pragma: no cover - compiled
 @njit(cache=True)
 def radii(x, landmarks_t, kth, single, out):  # pragma: no cover - compiled
     """out[i] = (kth+1)-th smallest squared distance from x[i] to the landmarks, rounded up
-    to float32 when ``single``."""
-    dist = np.empty(landmarks_t.shape[1])
+    to float32 when ``single``; returns the CSR (indptr, indices) of the landmarks within
+    that radius of each row (its k nearest and any ties)."""
+    n, m = x.shape[0], landmarks_t.shape[1]
+    dist = np.empty(m)
     best = np.empty(kth + 1)
-    for i in range(x.shape[0]):
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    indices = np.empty(max(16, 2 * n * (kth + 1)), dtype=np.int64)
+    p = 0
+    for i in range(n):
         _row_sq_distances(x, i, landmarks_t, dist)
-        out[i] = _stored_radius(_kth_smallest(dist, kth, best), single)
+        r = _stored_radius(_kth_smallest(dist, kth, best), single)
+        out[i] = r
+        count = 0
+        for j in range(m):
+            if dist[j] <= r:
+                count += 1
+        if p + count > indices.shape[0]:
+            indices = _grown(indices, p, p + count)
+        _write_within(dist, r, indices, p)
+        p += count
+        indptr[i + 1] = p
+    return indptr, indices[:p].copy()
 
 
 @njit(cache=True)
@@ -85,6 +101,15 @@ def _grown(indices, used, needed):  # pragma: no cover - compiled
     grown = np.empty(max(needed, 2 * indices.shape[0]), dtype=np.int64)
     grown[:used] = indices[:used]
     return grown
+
+
+@njit(cache=True)
+def _write_within(dist, r, indices, start):  # pragma: no cover - compiled
+    p = start
+    for j in range(dist.shape[0]):
+        if dist[j] <= r:
+            indices[p] = j
+            p += 1
 
 
 @njit(cache=True)
@@ -97,11 +122,9 @@ def _write_joined(dist, r, landmark_r2, indices, start):  # pragma: no cover - c
 
 
 @njit(cache=True)
-def join_rows(x, landmarks_t, landmark_r2, kth, single, x_r2, radii_known):  # pragma: no cover
+def join_rows(x, landmarks_t, landmark_r2, kth, single, x_r2):  # pragma: no cover - compiled
     """CSR (indptr, indices) of the landmarks joined to each row of x: those j with
-    ||x[i] - l_j||^2 <= max(x_r2[i], landmark_r2[j]).
-
-    x_r2 is read when ``radii_known``, else computed (as :func:`radii`) and written.
+    ||x[i] - l_j||^2 <= max(r2(x[i]), landmark_r2[j]); x_r2[i] = r2(x[i]) as :func:`radii`.
     """
     n, m = x.shape[0], landmarks_t.shape[1]
     dist = np.empty(m)
@@ -111,9 +134,8 @@ def join_rows(x, landmarks_t, landmark_r2, kth, single, x_r2, radii_known):  # p
     p = 0
     for i in range(n):
         _row_sq_distances(x, i, landmarks_t, dist)
-        if not radii_known:
-            x_r2[i] = _stored_radius(_kth_smallest(dist, kth, best), single)
-        r = x_r2[i]
+        r = _stored_radius(_kth_smallest(dist, kth, best), single)
+        x_r2[i] = r
         count = 0
         for j in range(m):
             if dist[j] <= max(r, landmark_r2[j]):

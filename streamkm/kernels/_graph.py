@@ -71,8 +71,7 @@ class LandmarkGraph:
                 f"a k-nn graph kernel needs at least 2 distinct landmark rows, got {m}"
             )
         graph = cls(landmarks, np.empty(m), np.empty(m), int(n_neighbors))
-        _nkg.radii(landmarks, graph.landmarks_t, graph.kth, graph.single, graph.r2)
-        adjacency = graph._join(landmarks, graph.r2)[1]
+        adjacency = graph._symmetric_knn(graph.r2)
         graph.degrees[:] = np.diff(adjacency.indptr)
         # the landmarks' own adjacency comes with the fit (heat's spectrum, auto's cuts)
         graph.__dict__["landmark_adjacency"] = adjacency
@@ -95,25 +94,37 @@ class LandmarkGraph:
     @cached_property
     def landmark_adjacency(self) -> sp.csr_matrix:
         """0/1 adjacency of the landmarks to each other, sparse (m, m)."""
-        return self._join(self.landmarks, self.r2)[1]
+        return self._symmetric_knn(np.empty(self.landmarks.shape[0]))
+
+    def _symmetric_knn(self, r2_out: np.ndarray) -> sp.csr_matrix:
+        """The landmarks' adjacency, from one pass over the pairs (writes their radii).
+
+        Landmarks i, j are joined when d(i, j) <= max(r2(i), r2(j)), i.e. when j is within
+        i's radius or i within j's: the union of each landmark's within-radius set and its
+        transpose (d(i, j) and d(j, i) are the same float: (a - b)^2 == (b - a)^2).
+        """
+        m = self.landmarks.shape[0]
+        indptr, indices = _nkg.radii(self.landmarks, self.landmarks_t, self.kth, self.single,
+                                     r2_out)
+        within = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
+        adjacency = within.maximum(within.T).tocsr()
+        adjacency.sort_indices()
+        return adjacency
 
     def join(self, x: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
         """Squared radius (float64) of each row of x and its 0/1 adjacency to the
         landmarks (sparse (n, m)): one pass over the landmarks per row."""
-        return self._join(np.ascontiguousarray(x, dtype=self.landmarks.dtype), None)
+        x = np.ascontiguousarray(x, dtype=self.landmarks.dtype)
+        r2 = np.empty(x.shape[0])
+        indptr, indices = _nkg.join_rows(x, self.landmarks_t, self.r2, self.kth, self.single, r2)
+        adjacency = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr),
+                                  shape=(x.shape[0], self.landmarks.shape[0]))
+        return r2, adjacency
 
     def place(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Squared radius and degree (float64) of each row of x in the graph."""
         r2, adjacency = self.join(x)
         return r2, np.diff(adjacency.indptr).astype(np.float64)
-
-    def _join(self, x: np.ndarray, known_r2: np.ndarray | None) -> tuple[np.ndarray, sp.csr_matrix]:
-        r2 = np.empty(x.shape[0]) if known_r2 is None else known_r2
-        indptr, indices = _nkg.join_rows(x, self.landmarks_t, self.r2, self.kth, self.single,
-                                         r2, known_r2 is not None)
-        adjacency = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr),
-                                  shape=(x.shape[0], self.landmarks.shape[0]))
-        return r2, adjacency
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}landmarks": self.landmarks, f"{prefix}r2": self.r2,
