@@ -76,7 +76,7 @@ def run_worker(checkout: Path) -> dict[str, float]:
 
 
 def summary(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+    return f"{statistics.median(values):.4g} ({min(values):.4g}-{max(values):.4g})"
 
 
 def main() -> None:

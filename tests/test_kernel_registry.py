@@ -311,3 +311,18 @@ def test_kernel_params_are_checked():
         KernelSpec("knn", options={"k": 3})
     with pytest.raises(ParameterError, match="'gauss'"):
         KernelSpec("heat", options={"weights": "gauss"})
+
+
+@pytest.mark.parametrize("kernel", ["heat", "knn"])
+def test_graph_kernels_place_rows_in_blocks_with_the_same_result(kernel, monkeypatch):
+    """Large inputs are placed in the graph a block of rows at a time (bounded memory); the
+    features do not depend on the block size."""
+    from streamkm.kernels import _graph
+
+    rng = np.random.default_rng(11)
+    landmarks = rng.normal(size=(200, 3))
+    spec = KernelSpec(kernel).fit(landmarks, 3)
+    x = np.vstack([rng.normal(size=(150, 3)), landmarks[:20]])  # new rows and landmarks
+    whole = spec.prepare(x)
+    monkeypatch.setattr(_graph, "PLACE_ROWS", 16)
+    np.testing.assert_array_equal(spec.prepare(x), whole)

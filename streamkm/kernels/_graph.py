@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from streamkm._numba import knn_graph as _nkg
 from streamkm.exceptions import ParameterError
 
-__all__ = ["LandmarkGraph", "check_n_neighbors", "distinct_rows"]
+__all__ = ["LandmarkGraph", "PLACE_ROWS", "check_n_neighbors", "distinct_rows", "row_blocks"]
 
 
 def distinct_rows(x: np.ndarray) -> np.ndarray:
@@ -29,6 +29,16 @@ def distinct_rows(x: np.ndarray) -> np.ndarray:
     if first.shape[0] == x.shape[0]:
         return x
     return np.ascontiguousarray(x[np.sort(first)])
+
+
+#: rows placed in the graph at a time where only a per-row result is kept (their
+#: adjacency, about (k + 1) to 2 (k + 1) entries per row, is not built for all of X at once)
+PLACE_ROWS = 8192
+
+
+def row_blocks(n_rows: int) -> list[slice]:
+    """Consecutive slices of at most ``PLACE_ROWS`` rows covering ``n_rows``."""
+    return [slice(lo, min(n_rows, lo + PLACE_ROWS)) for lo in range(0, n_rows, PLACE_ROWS)]
 
 
 def check_n_neighbors(value: object) -> int:
@@ -123,8 +133,11 @@ class LandmarkGraph:
 
     def place(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Squared radius and degree (float64) of each row of x in the graph."""
-        r2, adjacency = self.join(x)
-        return r2, np.diff(adjacency.indptr).astype(np.float64)
+        r2, deg = np.empty(x.shape[0]), np.empty(x.shape[0])
+        for rows in row_blocks(x.shape[0]):
+            r2[rows], adjacency = self.join(x[rows])
+            deg[rows] = np.diff(adjacency.indptr)
+        return r2, deg
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}landmarks": self.landmarks, f"{prefix}r2": self.r2,

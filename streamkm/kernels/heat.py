@@ -34,7 +34,7 @@ from scipy.sparse.linalg import eigsh
 
 from streamkm.exceptions import ParameterError
 from streamkm.kernels._common import row_sq_norms
-from streamkm.kernels._graph import LandmarkGraph, check_n_neighbors
+from streamkm.kernels._graph import LandmarkGraph, check_n_neighbors, row_blocks
 from streamkm.kernels._registry import KernelType, register
 
 __all__ = ["Heat", "HeatState"]
@@ -277,8 +277,11 @@ class Heat(KernelType):
         landmark_of = np.array([index.get(r.tobytes(), -1) for r in rows], dtype=np.int64)
         hit = landmark_of >= 0
         out[hit] = state.landmark_features[landmark_of[hit]]
-        if not hit.all():
-            out[~hit] = _extension(state, rows[~hit])
+        new_rows = rows[~hit]
+        placed = np.empty((new_rows.shape[0], out.shape[1]))
+        for block in row_blocks(new_rows.shape[0]):
+            placed[block] = _extension(state, new_rows[block])
+        out[~hit] = placed
         return np.ascontiguousarray(out, dtype=x.dtype)
 
     def block(self, params, x, y, x_sq, y_sq):
