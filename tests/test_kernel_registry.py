@@ -51,7 +51,8 @@ def test_knn_graph_kernels_match_numpy(dtype, kth):
         stored[low] = np.nextafter(stored[low], np.float32(np.inf))
         radius = stored.astype(np.float64)
     got = np.empty(x.shape[0])
-    indptr, indices = knn_graph.radii(x, landmarks_t, kth, dtype == np.float32, got)
+    indptr, indices = knn_graph.join_rows(x, landmarks_t, np.zeros(landmarks.shape[0]), kth,
+                                          dtype == np.float32, got)
     np.testing.assert_array_equal(got, radius)
     assert np.all(got >= np.sort(dist, axis=1)[:, kth])
     within = dist <= radius[:, None]  # the k+1 nearest and any ties

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["radii", "join_rows", "knn_block"]
+__all__ = ["join_rows", "knn_block"]
 
 
 @njit(cache=True)
@@ -69,47 +69,11 @@ def _stored_radius(r, single):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def radii(x, landmarks_t, kth, single, out):  # pragma: no cover - compiled
-    """out[i] = (kth+1)-th smallest squared distance from x[i] to the landmarks, rounded up
-    to float32 when ``single``; returns the CSR (indptr, indices) of the landmarks within
-    that radius of each row (its k nearest and any ties)."""
-    n, m = x.shape[0], landmarks_t.shape[1]
-    dist = np.empty(m)
-    best = np.empty(kth + 1)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    indices = np.empty(max(16, 2 * n * (kth + 1)), dtype=np.int64)
-    p = 0
-    for i in range(n):
-        _row_sq_distances(x, i, landmarks_t, dist)
-        r = _stored_radius(_kth_smallest(dist, kth, best), single)
-        out[i] = r
-        count = 0
-        for j in range(m):
-            if dist[j] <= r:
-                count += 1
-        if p + count > indices.shape[0]:
-            indices = _grown(indices, p, p + count)
-        _write_within(dist, r, indices, p)
-        p += count
-        indptr[i + 1] = p
-    return indptr, indices[:p].copy()
-
-
-@njit(cache=True)
 def _grown(indices, used, needed):  # pragma: no cover - compiled
     """A larger copy of indices[:used] with room for at least ``needed`` entries."""
     grown = np.empty(max(needed, 2 * indices.shape[0]), dtype=np.int64)
     grown[:used] = indices[:used]
     return grown
-
-
-@njit(cache=True)
-def _write_within(dist, r, indices, start):  # pragma: no cover - compiled
-    p = start
-    for j in range(dist.shape[0]):
-        if dist[j] <= r:
-            indices[p] = j
-            p += 1
 
 
 @njit(cache=True)
@@ -124,7 +88,10 @@ def _write_joined(dist, r, landmark_r2, indices, start):  # pragma: no cover - c
 @njit(cache=True)
 def join_rows(x, landmarks_t, landmark_r2, kth, single, x_r2):  # pragma: no cover - compiled
     """CSR (indptr, indices) of the landmarks joined to each row of x: those j with
-    ||x[i] - l_j||^2 <= max(r2(x[i]), landmark_r2[j]); x_r2[i] = r2(x[i]) as :func:`radii`.
+    ||x[i] - l_j||^2 <= max(r2(x[i]), landmark_r2[j]), where x_r2[i] = r2(x[i]) is written:
+    the (kth+1)-th smallest squared distance from x[i] to the landmarks, rounded up to
+    float32 when ``single``. With landmark_r2 all 0 the joined landmarks are those within
+    x[i]'s own radius (its kth+1 nearest and any ties).
     """
     n, m = x.shape[0], landmarks_t.shape[1]
     dist = np.empty(m)

@@ -114,8 +114,8 @@ class LandmarkGraph:
         transpose (d(i, j) and d(j, i) are the same float: (a - b)^2 == (b - a)^2).
         """
         m = self.landmarks.shape[0]
-        indptr, indices = _nkg.radii(self.landmarks, self.landmarks_t, self.kth, self.single,
-                                     r2_out)
+        indptr, indices = _nkg.join_rows(self.landmarks, self.landmarks_t, np.zeros(m),
+                                         self.kth, self.single, r2_out)
         within = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
         adjacency = within.maximum(within.T).tocsr()
         adjacency.sort_indices()
