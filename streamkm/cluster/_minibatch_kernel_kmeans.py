@@ -602,7 +602,13 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         return np.argmin(self._sq_distances(X), axis=1).astype(np.int64)
 
     def score(self, X: Any, y: Any = None) -> float:
-        """Minus the mean squared kernel distance of the rows of X to their nearest center."""
+        """Minus the mean squared kernel distance of the rows of X to their nearest center.
+
+        Comparable only between models with the same kernel and width: across ``gamma``
+        values or kernels the distances live in different feature spaces (a wider rbf
+        kernel always scores higher), so model selection over those needs its own
+        ``scoring`` (e.g. in ``GridSearchCV``).
+        """
         return -float(self._sq_distances(X).min(axis=1).mean(dtype=np.float64))
 
     @property
