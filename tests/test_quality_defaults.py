@@ -196,6 +196,28 @@ def test_defaults_on_moons_survive_outliers_and_repeated_rows():
 
 
 @pytest.mark.unit
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+def test_heat_kernel_on_float32_rows_of_extreme_scale(scale):
+    """Squared distances of float32 values overflow above ~1e19 and vanish below ~1e-23: a
+    float32 heat model's graph (built in float32) had every radius infinite or 0, every row
+    joined to every landmark, and clustered nothing (ARI 0). The graph is built in float64;
+    the model stays float32."""
+    from sklearn.datasets import make_moons
+
+    x, y = make_moons(1500, noise=0.06, random_state=0)
+    rows = (x * scale).astype(np.float32)
+    model = MiniBatchKernelKMeans(2, kernel="heat", random_state=0).fit(rows)
+    assert adjusted_rand_score(y, model.labels_) >= 0.95
+    new = (make_moons(300, noise=0.06, random_state=1)[0] * scale).astype(np.float32)
+    assert model.transform(new).dtype == np.float32
+    assert np.all(np.isfinite(model.transform(new)))
+    # a model of the same rows in float64 places new rows the same way
+    wide = MiniBatchKernelKMeans(2, kernel="heat", random_state=0).fit(rows.astype(np.float64))
+    assert adjusted_rand_score(wide.predict(new.astype(np.float64)), model.predict(new)) >= 0.95
+
+
+@pytest.mark.unit
 def test_density_bandwidth_ignores_zero_radii():
     from streamkm.kernels.heat import density_bandwidth
 

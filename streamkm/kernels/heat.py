@@ -257,7 +257,10 @@ class Heat(KernelType):
 
     def fit(self, params, landmarks, n_clusters=None):
         o = params.options
-        graph = LandmarkGraph.fit(landmarks, o["n_neighbors"])
+        # the graph of float32 rows is built in float64 too: squared distances and radii of
+        # float32 values overflow above ~1e19 and vanish below ~1e-23 (the features, which
+        # are what the model keeps in its dtype, do not need float32 radii)
+        graph = LandmarkGraph.fit(np.asarray(landmarks, dtype=np.float64), o["n_neighbors"])
         bandwidth2 = density_bandwidth(graph.r2)
         adjacency = edge_weights(graph.landmark_adjacency, graph.r2, graph.r2, o["weights"],
                                  bandwidth2)
