@@ -48,6 +48,33 @@ def check_n_neighbors(value: object) -> int:
     return int(value)
 
 
+def _kth(n_neighbors: int, n_landmarks: int) -> int:
+    """Index of the radius among a row's sorted landmark distances (itself included)."""
+    return min(n_neighbors, n_landmarks - 1)
+
+
+def _single(landmarks: np.ndarray) -> bool:
+    """Whether radii are rounded up to float32 (float32 landmarks): the radius test is then
+    the same whether r2 is read from float64 state or from a float32 prepared row."""
+    return landmarks.dtype == np.float32
+
+
+def _symmetric_knn(landmarks: np.ndarray, n_neighbors: int, r2_out: np.ndarray) -> sp.csr_matrix:
+    """The landmarks' 0/1 adjacency from one pass over the pairs (writes their radii).
+
+    Landmarks i, j are joined when d(i, j) <= max(r2(i), r2(j)), i.e. when j is within i's
+    radius or i within j's: the union of each landmark's within-radius set and its transpose
+    (d(i, j) and d(j, i) are the same float: (a - b)^2 == (b - a)^2).
+    """
+    m = landmarks.shape[0]
+    indptr, indices = _nkg.join_rows(landmarks, np.ascontiguousarray(landmarks.T), np.zeros(m),
+                                     _kth(n_neighbors, m), _single(landmarks), r2_out)
+    within = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
+    adjacency = within.maximum(within.T).tocsr()
+    adjacency.sort_indices()
+    return adjacency
+
+
 @dataclass(frozen=True)
 class LandmarkGraph:
     """A k-nn graph over landmark rows, extendable to new rows.
@@ -80,22 +107,21 @@ class LandmarkGraph:
             raise ParameterError(
                 f"a k-nn graph kernel needs at least 2 distinct landmark rows, got {m}"
             )
-        graph = cls(landmarks, np.empty(m), np.empty(m), int(n_neighbors))
-        adjacency = graph._symmetric_knn(graph.r2)
-        graph.degrees[:] = np.diff(adjacency.indptr)
+        r2 = np.empty(m)
+        adjacency = _symmetric_knn(landmarks, n_neighbors, r2)
+        graph = cls(landmarks, r2, np.diff(adjacency.indptr).astype(np.float64),
+                    int(n_neighbors))
         # the landmarks' own adjacency comes with the fit (heat's spectrum, auto's cuts)
         graph.__dict__["landmark_adjacency"] = adjacency
         return graph
 
     @property
     def kth(self) -> int:
-        return min(self.n_neighbors, self.landmarks.shape[0] - 1)
+        return _kth(self.n_neighbors, self.landmarks.shape[0])
 
     @property
     def single(self) -> bool:
-        """Whether radii are rounded up to float32 (float32 landmarks): the radius test is
-        then the same whether r2 is read from float64 state or from a float32 prepared row."""
-        return self.landmarks.dtype == np.float32
+        return _single(self.landmarks)
 
     @cached_property
     def landmarks_t(self) -> np.ndarray:
@@ -104,22 +130,8 @@ class LandmarkGraph:
     @cached_property
     def landmark_adjacency(self) -> sp.csr_matrix:
         """0/1 adjacency of the landmarks to each other, sparse (m, m)."""
-        return self._symmetric_knn(np.empty(self.landmarks.shape[0]))
-
-    def _symmetric_knn(self, r2_out: np.ndarray) -> sp.csr_matrix:
-        """The landmarks' adjacency, from one pass over the pairs (writes their radii).
-
-        Landmarks i, j are joined when d(i, j) <= max(r2(i), r2(j)), i.e. when j is within
-        i's radius or i within j's: the union of each landmark's within-radius set and its
-        transpose (d(i, j) and d(j, i) are the same float: (a - b)^2 == (b - a)^2).
-        """
         m = self.landmarks.shape[0]
-        indptr, indices = _nkg.join_rows(self.landmarks, self.landmarks_t, np.zeros(m),
-                                         self.kth, self.single, r2_out)
-        within = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
-        adjacency = within.maximum(within.T).tocsr()
-        adjacency.sort_indices()
-        return adjacency
+        return _symmetric_knn(self.landmarks, self.n_neighbors, np.empty(m))
 
     def join(self, x: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
         """Squared radius (float64) of each row of x and its 0/1 adjacency to the

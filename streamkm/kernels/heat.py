@@ -73,9 +73,7 @@ class HeatState:
     @cached_property
     def landmark_affinity(self) -> sp.csr_matrix:
         """Sparse (m, m) affinity of the landmarks to each other (the graph's edges)."""
-        graph = self.graph
-        return edge_weights(graph.landmark_adjacency, graph.r2, graph.r2, self.weights,
-                            self.bandwidth2)
+        return landmark_affinity(self.graph, self.weights, self.bandwidth2)
 
     @cached_property
     def landmark_features(self) -> np.ndarray:
@@ -154,6 +152,11 @@ def edge_weights(adjacency: sp.csr_matrix, r2_rows: np.ndarray, r2_landmarks: np
     if weights == "density":
         return density_weighted(adjacency, r2_rows, r2_landmarks, bandwidth2)
     return adjacency
+
+
+def landmark_affinity(graph: LandmarkGraph, weights: str, bandwidth2: float) -> sp.csr_matrix:
+    """The landmarks' edges, 0/1 or density weighted: the graph the spectrum is taken of."""
+    return edge_weights(graph.landmark_adjacency, graph.r2, graph.r2, weights, bandwidth2)
 
 
 #: leading eigenpairs the dense path asks LAPACK for first when t is "auto" (a subset is
@@ -262,8 +265,7 @@ class Heat(KernelType):
         # are what the model keeps in its dtype, do not need float32 radii)
         graph = LandmarkGraph.fit(np.asarray(landmarks, dtype=np.float64), o["n_neighbors"])
         bandwidth2 = density_bandwidth(graph.r2)
-        adjacency = edge_weights(graph.landmark_adjacency, graph.r2, graph.r2, o["weights"],
-                                 bandwidth2)
+        adjacency = landmark_affinity(graph, o["weights"], bandwidth2)
         lam, vec, degrees, t = _spectrum(adjacency, int(o["n_components"]),
                                          int(o["dense_limit"]), o["t"], n_clusters)
         state = HeatState(graph, lam, vec, t, o["weights"], bandwidth2, degrees)
