@@ -104,7 +104,9 @@ def test_join_rows_grows_its_index_buffer_for_dense_neighbourhoods():
 
 
 def test_registry_lists_every_kernel_with_traits():
-    assert set(KERNELS) == {"rbf", "laplacian", "polynomial", "cosine", "linear", "knn", "heat"}
+    assert set(KERNELS) == {"rbf", "laplacian", "polynomial", "cosine", "linear", "knn", "heat",
+                            "anchor"}
+    assert get_kernel_type("anchor").fitted and get_kernel_type("anchor").explicit_features
     assert get_kernel_type("rbf").normalized and get_kernel_type("rbf").shift_invariant
     assert get_kernel_type("linear").explicit_features
     assert get_kernel_type("knn").fitted and not get_kernel_type("knn").needs_gamma

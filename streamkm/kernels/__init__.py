@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from streamkm.kernels import cosine, heat, knn, laplacian, linear, polynomial, rbf  # noqa: F401
+from streamkm.kernels import (  # noqa: F401
+    anchor, cosine, heat, knn, laplacian, linear, polynomial, rbf,
+)
 from streamkm.kernels._auto import choose_auto_kernel
 from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_names, register
 from streamkm.kernels._spec import KernelSpec
@@ -46,7 +48,7 @@ def build_kernel(
         resolved = resolve_gamma(kind, gamma, sample, rng, n_clusters)
         if gamma in (None, "auto") and kind.shift_invariant and not kernel_params:
             return choose_auto_kernel(kind, resolved, sample, n_clusters,
-                                      allow_graph=allow_graph)
+                                      allow_graph=allow_graph, landmarks=landmarks)
     spec = KernelSpec(name, resolved, degree, float(coef0), dict(kernel_params or {}))
     return spec.fit(sample if landmarks is None else landmarks, n_clusters)
 

@@ -45,7 +45,7 @@ from streamkm.kernels._graph import distinct_rows
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
-__all__ = ["AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS", "DECISION_ROWS", "NCUT_MARGIN", "NCUT_RATIO",
+__all__ = ["AUTO_ANCHOR_ROWS", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS", "DECISION_ROWS", "NCUT_MARGIN", "NCUT_RATIO",
            "choose_auto_kernel", "normalized_cut"]
 
 AUTO_MIN_ROWS = 500
@@ -54,6 +54,9 @@ DECISION_ROWS = 1000
 #: 10 on noisy rings and the same on noisy moons (docs/kernels.md)
 AUTO_NEIGHBORS = 20
 AUTO_HEAT_OPTIONS = {"n_neighbors": AUTO_NEIGHBORS, "weights": "density"}
+#: rows the anchor-graph kernel of ``"auto"`` is fitted on at most (``fit(X)`` offers all of
+#: X; its cost is linear in them: r nearest of 1000 anchors per row)
+AUTO_ANCHOR_ROWS = 20000
 NCUT_RATIO = 0.5
 #: ... and by at least this much: well-separated convex clusters have both cuts near 0
 NCUT_MARGIN = 0.01
@@ -100,9 +103,12 @@ def _kernel_lloyd(kmat: np.ndarray, n_clusters: int, rng: np.random.Generator) -
 
 
 def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
-                       n_clusters: int, *, allow_graph: bool) -> KernelSpec:
+                       n_clusters: int, *, allow_graph: bool,
+                       landmarks: np.ndarray | None = None) -> KernelSpec:
     """The kernel ``gamma="auto"`` resolves to (module docstring): ``kind`` at width
-    ``gamma`` (the median rule), or the heat kernel fitted on ``sample``."""
+    ``gamma`` (the median rule) when no graph kernel may be used, else the heat kernel
+    fitted on ``sample`` or the anchor-graph kernel fitted on ``landmarks`` (default
+    ``sample``; at most ``AUTO_ANCHOR_ROWS`` of them)."""
     width_spec = KernelSpec(kind.name, gamma)
     if not allow_graph or not kind.shift_invariant or n_clusters < 2:
         return width_spec
@@ -129,4 +135,15 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
         # k separate pieces, found by heat: the median width may find them on these rows
         # and still cut across them in the fit (rings of factor 0.3, 1 seed in 10)
         return heat
-    return width_spec
+    anchor = _anchor_kernel(sample if landmarks is None else landmarks, n_clusters, rng)
+    features = anchor.prepare(rows)
+    anchor_cut = normalized_cut(adjacency, _kernel_lloyd(features @ features.T, n_clusters, rng),
+                                n_clusters)
+    return anchor if anchor_cut <= cuts["width"] + _EDGE_CUT else width_spec
+
+
+def _anchor_kernel(rows: np.ndarray, n_clusters: int, rng: np.random.Generator) -> KernelSpec:
+    """The anchor-graph kernel fitted on at most ``AUTO_ANCHOR_ROWS`` of ``rows``."""
+    if rows.shape[0] > AUTO_ANCHOR_ROWS:
+        rows = rows[np.sort(rng.choice(rows.shape[0], AUTO_ANCHOR_ROWS, replace=False))]
+    return KernelSpec("anchor").fit(np.ascontiguousarray(rows, dtype=np.float64), n_clusters)

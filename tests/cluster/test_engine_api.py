@@ -87,7 +87,9 @@ def test_use_before_fit_raises_not_fitted():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_inference_contract(kernel, dtype):
     x, y = _blobs(dtype=dtype)
-    model = MiniBatchKernelKMeans(3, kernel=kernel, batch_size=200, random_state=0)
+    # the median width keeps rbf and laplacian themselves ("auto" may choose a graph kernel)
+    gamma = "median" if kernel in ("rbf", "laplacian") else "auto"
+    model = MiniBatchKernelKMeans(3, kernel=kernel, gamma=gamma, batch_size=200, random_state=0)
     labels = model.fit_predict(x)
     dist = model.transform(x)
     assert dist.shape == (len(x), 3) and dist.dtype == dtype

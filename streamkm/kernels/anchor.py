@@ -1,0 +1,178 @@
+"""Anchor-graph heat kernel: a diffusion over the bipartite graph of rows and anchor rows.
+
+Each row x is joined to its ``n_nearest`` (r) nearest anchors (a subset of at most
+``n_anchors`` distinct fitted rows) with weights w(x, a) = exp(-||x - a||^2 / h2(x)),
+h2(x) the mean of its r squared distances, normalised to sum to 1: a row of the sparse
+(n, p) matrix Z. Rows are joined through the anchors they share, W = Z Lambda^-1 Z^T with
+Lambda = diag(Z^T 1) (the anchor graph of Liu, He and Chang, 2010; landmark-based spectral
+clustering of Chen and Cai, 2011). W's rows sum to 1, so it is its own normalised affinity,
+and with B = Z Lambda^-1/2 = U diag(s) V^T, W = U diag(s^2) U^T. The kernel is the heat
+kernel of that graph, K = exp(-t (I - W)), with explicit features
+
+    f(x) = Z(x, :) Lambda^-1/2 V diag(exp(-t (1 - s^2) / 2) / s),
+
+one fixed linear map of the row's anchor weights. For a fitted row this is exactly its
+row of U scaled by the heat weights; a new row (``predict``, ``partial_fit``, the service)
+is joined to the same anchors by the same rule and mapped the same way (its Nystroem
+extension), so fitted and new rows are treated alike.
+
+Unlike the k-nn graph of the ``heat`` kernel, the graph never joins two rows directly: its
+cost is linear in the number of rows (r nearest of p anchors per row, one p x p
+eigenproblem), so ``fit(X)`` can take every row of a large X. h2(x) is per row, so the
+weights are scale-free, and a far outlier still has weights exp(-d2 / h2) >= exp(-r)
+(they never underflow).
+
+- ``t="auto"``: ln(10) / (1 - s^2_{k+1}), as for ``heat``: the k leading eigenvectors keep
+  their weight and the (k+1)-th keeps a tenth.
+- Eigenpairs: at most the ``n_components`` leading ones, of those the ones whose weight
+  exp(-t (1 - s^2)) is at least 1e-6 of the leading one's and s^2 > 0.1 (dividing by a small s amplifies a new row's noise; the weight of a
+  dropped one is at most exp(-0.9 t)).
+- Anchors: ``n_anchors`` distinct fitted rows drawn without replacement by a generator
+  seeded with the number of distinct rows (the same rows give the same anchors).
+- The graph is computed in float64 whatever the rows' dtype; features are returned in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from streamkm._numba.anchor_graph import nearest_anchors
+from streamkm.exceptions import ParameterError
+from streamkm.kernels._common import row_sq_norms
+from streamkm.kernels._graph import distinct_rows, row_blocks
+from streamkm.kernels._registry import KernelType, register
+from streamkm.kernels.heat import (_MIN_EIGENVALUE, _dense_eigenpairs, auto_diffusion_time,
+                                   significant_eigenpairs)
+
+__all__ = ["Anchor", "AnchorState", "anchor_weights"]
+
+@dataclass(frozen=True)
+class AnchorState:
+    """Fitted anchor-graph kernel: the anchors and the map from anchor weights to features."""
+
+    anchors: np.ndarray  # (p, d) float64
+    projection: np.ndarray  # (p, m) float64: Lambda^-1/2 V diag(exp(-t (1 - s^2) / 2) / s)
+    eigenvalues: np.ndarray  # (m,) float64: s^2, decreasing
+    t: float
+    n_nearest: int
+
+    @cached_property
+    def anchors_t(self) -> np.ndarray:
+        return np.ascontiguousarray(self.anchors.T)
+
+    def weights(self, x: np.ndarray) -> sp.csr_matrix:
+        """Z: the sparse (n, p) anchor weights of the rows of x (each row sums to 1)."""
+        return anchor_weights(np.ascontiguousarray(x, dtype=np.float64), self.anchors_t,
+                              self.n_nearest)
+
+    def features(self, x: np.ndarray) -> np.ndarray:
+        """f(x) = Z(x, :) @ projection, in float64."""
+        return np.asarray(self.weights(x) @ self.projection)
+
+
+def anchor_weights(x: np.ndarray, anchors_t: np.ndarray, n_nearest: int) -> sp.csr_matrix:
+    """Each row's weights exp(-d2 / mean(d2)) on its ``n_nearest`` nearest anchors,
+    normalised to sum to 1 (equal weights when they are all at distance 0)."""
+    n, p = x.shape[0], anchors_t.shape[1]
+    r = min(n_nearest, p)
+    indices, sq = nearest_anchors(x, anchors_t, r)
+    scale = sq.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weights = np.where(scale > 0, np.exp(-sq / scale), 1.0)
+    weights /= weights.sum(axis=1, keepdims=True)
+    return sp.csr_matrix((weights.ravel(), indices.ravel(), np.arange(0, n * r + 1, r)),
+                         shape=(n, p))
+
+
+def _choose_anchors(rows: np.ndarray, n_anchors: int) -> np.ndarray:
+    """At most ``n_anchors`` distinct rows, drawn by a generator seeded with their number."""
+    distinct = distinct_rows(rows)
+    if distinct.shape[0] <= n_anchors:
+        return np.ascontiguousarray(distinct)
+    rng = np.random.default_rng(distinct.shape[0])
+    return np.ascontiguousarray(distinct[np.sort(rng.choice(distinct.shape[0], n_anchors,
+                                                            replace=False))])
+
+
+def fit_anchor_graph(rows: np.ndarray, n_anchors: int, n_nearest: int, t: float | str,
+                     n_clusters: int | None, n_components: int = 50) -> AnchorState:
+    """The anchor-graph heat kernel of ``rows`` (float64): module docstring."""
+    anchors = _choose_anchors(rows, n_anchors)
+    anchors_t = np.ascontiguousarray(anchors.T)
+    z = sp.vstack([anchor_weights(rows[block], anchors_t, n_nearest)
+                   for block in row_blocks(rows.shape[0])]).tocsr()
+    column = np.asarray(z.sum(axis=0)).ravel()
+    inv_sqrt = np.zeros_like(column)
+    np.divide(1.0, np.sqrt(column), out=inv_sqrt, where=column > 0)
+    b = z @ sp.diags(inv_sqrt)
+    gram = (b.T @ b).toarray()
+    # t="auto" needs s^2_{k+1} even when fewer eigenpairs are kept
+    top = min(gram.shape[0], max(n_components, (n_clusters or 2) + 1))
+    lam, vec = _dense_eigenpairs(gram, top=top)
+    time = auto_diffusion_time(lam, n_clusters) if t == "auto" else float(t)
+    keep = min(significant_eigenpairs(lam, time), n_components)
+    lam, vec = lam[:keep], vec[:, :keep]
+    usable = lam > _MIN_EIGENVALUE
+    lam, vec = lam[usable], vec[:, usable]
+    scale = np.exp(-time * (1.0 - lam) / 2.0) / np.sqrt(lam)
+    projection = np.ascontiguousarray(inv_sqrt[:, None] * vec * scale[None, :])
+    return AnchorState(anchors, projection, np.ascontiguousarray(lam), time, int(n_nearest))
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ParameterError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+@register
+class Anchor(KernelType):
+    name = "anchor"
+    explicit_features = True
+    fitted = True
+    option_defaults = {"n_anchors": 1500, "n_nearest": 10, "t": "auto", "n_components": 50}
+
+    def check(self, params):
+        o = params.options
+        _positive_int("n_anchors", o["n_anchors"])
+        _positive_int("n_nearest", o["n_nearest"])
+        _positive_int("n_components", o["n_components"])
+        t = o["t"]
+        if t == "auto":
+            return
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t <= 0:
+            raise ParameterError(f"t must be a positive finite number or 'auto', got {t!r}")
+
+    def fit(self, params, landmarks, n_clusters=None):
+        o = params.options
+        return fit_anchor_graph(np.ascontiguousarray(landmarks, dtype=np.float64),
+                                int(o["n_anchors"]), int(o["n_nearest"]), o["t"], n_clusters,
+                                int(o["n_components"]))
+
+    def prepare(self, params, x):
+        state: AnchorState = params.fitted
+        out = np.empty((x.shape[0], state.eigenvalues.shape[0]), dtype=x.dtype)
+        for block in row_blocks(x.shape[0]):
+            out[block] = state.features(x[block])
+        return out
+
+    def block(self, params, x, y, x_sq, y_sq):
+        return x @ y.T
+
+    def diagonal(self, params, x):
+        return row_sq_norms(x).astype(x.dtype, copy=False)
+
+    def fitted_to_arrays(self, fitted):
+        return ({"kernel_anchors": fitted.anchors, "kernel_anchor_projection": fitted.projection,
+                 "kernel_eigenvalues": fitted.eigenvalues},
+                {"n_nearest": fitted.n_nearest, "t": fitted.t})
+
+    def fitted_from_arrays(self, arrays, meta):
+        return AnchorState(np.ascontiguousarray(arrays["kernel_anchors"], dtype=np.float64),
+                           np.ascontiguousarray(arrays["kernel_anchor_projection"],
+                                                dtype=np.float64),
+                           arrays["kernel_eigenvalues"].astype(np.float64), float(meta["t"]),
+                           int(meta["n_nearest"]))
