@@ -151,3 +151,21 @@ def test_defaults_on_digits_and_blobs_are_no_worse_than_the_median_width():
                                                                random_state=s).fit(x).labels_)
                   for s in range(2)]
         assert np.mean(auto) >= np.mean(median) - 0.01, (auto, median)
+
+
+@pytest.mark.unit
+def test_auto_keeps_the_median_width_where_the_anchor_graph_joins_clusters():
+    """Three clusters, two of them thin lines whose tails nearly touch once the columns are
+    standardised: the anchor graph joins those two (its partition: ARI 0.46), the median
+    width separates them. "auto" sees the anchor partition cut more and keeps rbf."""
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(3, size=600)
+    x = np.array([[0, 0], [6, 0], [0, 6]])[y] * [1, 50] + rng.normal(size=(600, 2))
+    x = StandardScaler().fit_transform(x)
+    anchor = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0).fit(x)
+    assert adjusted_rand_score(y, anchor.labels_) < 0.6
+    model = MiniBatchKernelKMeans(3, random_state=0).fit(x)
+    assert model.kernel_.name == "rbf"
+    assert adjusted_rand_score(y, model.labels_) >= 0.99

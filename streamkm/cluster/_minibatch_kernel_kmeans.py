@@ -65,26 +65,33 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         Number of clusters k.
     kernel : str, default="rbf"
         A registered kernel (:func:`streamkm.kernels.kernel_names`): "rbf", "laplacian",
-        "polynomial", "cosine", "linear", or seed 002's graph kernels "knn" and "heat"
-        (fitted on landmark rows: all of X in :meth:`fit`, the initialisation sample in
-        streaming; see ``docs/kernels.md``).
+        "polynomial", "cosine", "linear", seed 002's graph kernels "knn" and "heat", or
+        "anchor" (the heat kernel of an anchor graph); graph kernels are fitted on
+        landmark rows (all of X in :meth:`fit`, the initialisation sample in streaming;
+        see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
         initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
         median heuristic (polynomial: 1 / n_features), ``"eigengap"`` picks among widths
         median * 2^j by the eigengap of the normalised kernel matrix. ``"auto"`` (or None)
-        for rbf / laplacian: the median width, or the density-weighted heat kernel (20
-        neighbours) when the median width's partition of the sample cuts more than twice
-        the k-nn graph weight of the heat kernel's (non-convex clusters such as moons and
-        rings) or the graph falls apart into exactly k pieces; not with drift handling,
-        raw rows for re-sketching or explicit ``kernel_params``, nor below max(500, 20 k)
-        distinct sample rows (in streaming the sample is the first batch: make the first
-        :meth:`partial_fit` call at least that large). The choice is ``kernel_`` and
-        ``gamma_`` (None for heat), kept in the state. Rule, evidence and limits:
-        docs/kernels.md.
+        for rbf / laplacian chooses the kernel, once, on the initialisation sample: the
+        density-weighted heat kernel (20 neighbours) when the median width's partition of
+        the sample cuts more than twice the k-nn graph weight of the heat kernel's
+        (non-convex clusters such as moons and rings) or the graph falls apart into
+        exactly k pieces; else the anchor-graph kernel (fitted on X in :meth:`fit`, at
+        most 20,000 of its rows) when its partition cuts no more of that graph than the
+        median width's (most convex and real data: digits, PenDigits); else the median
+        width. Always the median width with drift handling, raw rows for re-sketching or
+        explicit ``kernel_params``, and below max(500, 20 k) distinct sample rows (in
+        streaming the sample is the first batch: make the first :meth:`partial_fit` call
+        at least that large). Pass ``gamma="median"`` or a number to keep rbf itself. The
+        choice is ``kernel_`` and ``gamma_`` (None for a graph kernel), kept in the
+        state. Rule, evidence and limits: docs/kernels.md.
     kernel_params : dict, optional
         Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``,
-        ``dense_limit`` and ``weights`` (heat: ``"binary"`` or ``"density"``).
+        ``dense_limit`` and ``weights`` (heat: ``"binary"`` or ``"density"``);
+        ``n_anchors`` (default 1500), ``n_nearest`` (10), ``t`` and ``n_components`` (50)
+        (anchor).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0
@@ -167,7 +174,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         Rows assigned to each cluster by all steps (warm-up excluded).
     gamma_ : float or None
         The resolved kernel coefficient (None for cosine, linear, the graph kernels, and
-        when ``gamma="auto"`` chose the heat kernel).
+        when ``gamma="auto"`` chose a graph kernel).
     kernel_ : streamkm.kernels.KernelSpec
         The kernel in use, parameters resolved (see ``gamma``).
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
@@ -654,7 +661,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     @property
     def kernel_(self) -> KernelSpec:
         """The kernel the model uses, parameters resolved (with ``gamma="auto"``: the
-        median-width kernel or the heat kernel, see :func:`streamkm.kernels.build_kernel`)."""
+        median-width kernel, the heat kernel or the anchor-graph kernel, see
+        :func:`streamkm.kernels.build_kernel`)."""
         self._check_fitted()
         return self._kernel_spec
 
