@@ -1,7 +1,8 @@
 """Kernels K(x, y) = <phi(x), phi(y)>: a registry of kernel types and their resolved specs.
 
 Each kernel is one module registering a :class:`KernelType` (``rbf``, ``laplacian``,
-``polynomial``, ``cosine``, ``linear``, and seed 002's graph kernels ``knn`` and ``heat``);
+``polynomial``, ``cosine``, ``linear``, seed 002's graph kernels ``knn`` and ``heat``, and
+the anchor-graph heat kernel ``anchor``);
 :class:`KernelSpec` holds one with resolved parameters and computes kernel blocks.
 """
 
@@ -39,8 +40,9 @@ def build_kernel(
     (= ``"auto"``), used by kernels with the ``needs_gamma`` trait (see
     :func:`resolve_gamma`). Fitted (graph) kernels are fitted on ``landmarks`` (default:
     ``sample``). With ``allow_graph``, ``"auto"`` on a shift-invariant kernel may resolve
-    to the heat kernel fitted on ``sample`` (:func:`streamkm.kernels._auto.choose_auto_kernel`);
-    without it ``"auto"`` is the median rule.
+    to the heat kernel fitted on ``sample`` or the anchor-graph kernel fitted on
+    ``landmarks`` (:func:`streamkm.kernels._auto.choose_auto_kernel`); without it ``"auto"``
+    is the median rule.
     """
     kind = get_kernel_type(name)
     resolved = None
