@@ -169,3 +169,29 @@ def test_auto_keeps_the_median_width_where_the_anchor_graph_joins_clusters():
     model = MiniBatchKernelKMeans(3, random_state=0).fit(x)
     assert model.kernel_.name == "rbf"
     assert adjusted_rand_score(y, model.labels_) >= 0.99
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("centers", [1, 12])
+def test_leading_eigenpairs_match_lapack_on_graphs_of_several_pieces(centers):
+    """Lanczos from one start finds one vector of a repeated eigenvalue; a graph of c pieces
+    has eigenvalue 1 c times. Per connected block, every copy is found."""
+    import scipy.linalg
+    import scipy.sparse as sp
+    from sklearn.datasets import make_blobs
+
+    from streamkm.kernels.anchor import _choose_anchors, anchor_weights, leading_eigenpairs
+
+    x, _ = make_blobs(3000, centers=centers, cluster_std=0.2, center_box=(-40, 40),
+                      random_state=1)
+    anchors = _choose_anchors(x, 1500)
+    z = anchor_weights(x, np.ascontiguousarray(anchors.T), 10)
+    column = np.asarray(z.sum(axis=0)).ravel()
+    b = z @ sp.diags(1.0 / np.sqrt(column))
+    gram = (b.T @ b).tocsr()
+    lam, vec = leading_eigenpairs(gram, 50, np.sqrt(column))
+    reference = scipy.linalg.eigh(gram.toarray(), eigvals_only=True)[::-1][:50]
+    np.testing.assert_allclose(lam, reference, atol=1e-10)
+    assert np.count_nonzero(lam > 1 - 1e-9) == np.count_nonzero(reference > 1 - 1e-9) >= centers
+    np.testing.assert_allclose(gram @ vec, vec * lam, atol=1e-10)
+    np.testing.assert_allclose(vec.T @ vec, np.eye(50), atol=1e-10)
