@@ -39,18 +39,16 @@ from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
-from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 
 from streamkm._numba.anchor_graph import nearest_anchors
 from streamkm.exceptions import ParameterError
 from streamkm.kernels._common import row_sq_norms
 from streamkm.kernels._graph import distinct_rows, row_blocks
 from streamkm.kernels._registry import KernelType, register
-from streamkm.kernels.heat import (_MIN_EIGENVALUE, _dense_eigenpairs, auto_diffusion_time,
-                                   significant_eigenpairs)
+from streamkm.kernels._spectral import leading_eigenpairs
+from streamkm.kernels.heat import _MIN_EIGENVALUE, auto_diffusion_time, significant_eigenpairs
 
-__all__ = ["Anchor", "AnchorState", "anchor_weights", "leading_eigenpairs"]
+__all__ = ["Anchor", "AnchorState", "anchor_weights"]
 
 @dataclass(frozen=True)
 class AnchorState:
@@ -98,54 +96,6 @@ def _choose_anchors(rows: np.ndarray, n_anchors: int) -> np.ndarray:
     rng = np.random.default_rng(distinct.shape[0])
     return np.ascontiguousarray(distinct[np.sort(rng.choice(distinct.shape[0], n_anchors,
                                                             replace=False))])
-
-
-#: blocks up to this many times the eigenpairs asked for are solved dense (LAPACK); larger
-#: ones by sparse Lanczos (ARPACK), several times faster at 1500 anchors (0.05 s vs 0.25 s
-#: on PenDigits' anchor graph, the same eigenvalues to 1e-15)
-_DENSE_FACTOR = 2
-
-
-def _block_eigenpairs(block: sp.csr_matrix, top: int,
-                      start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ``top`` largest eigenpairs of one connected block, decreasing."""
-    size = block.shape[0]
-    if size <= max(_DENSE_FACTOR * top, top + 1) or not np.any(start > 0):
-        return _dense_eigenpairs(block.toarray(), top=min(top, size))
-    try:
-        lam, vec = eigsh(block, k=top, which="LA", v0=start / np.linalg.norm(start))
-    except ArpackNoConvergence:
-        return _dense_eigenpairs(block.toarray(), top=top)
-    order = np.argsort(lam)[::-1]
-    return lam[order], vec[:, order]
-
-
-def leading_eigenpairs(gram: sp.csr_matrix, top: int,
-                       start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ``top`` largest eigenpairs of the symmetric p x p ``gram``, decreasing.
-
-    Solved per connected block: Lanczos from one start vector finds one vector of a
-    repeated eigenvalue, and a graph of c pieces has eigenvalue 1 c times (30 blobs, 15
-    pieces: Lanczos on the whole matrix found 9). Within a connected block the leading
-    eigenvalue is simple; ``start`` (sqrt of the anchor weights, the leading eigenvector)
-    starts each block's Lanczos.
-    """
-    p = gram.shape[0]
-    n_blocks, block_of = connected_components(gram, directed=False)
-    if n_blocks == 1:
-        return _block_eigenpairs(gram, top, start)
-    values, vectors = [], []
-    for b in range(n_blocks):
-        members = np.flatnonzero(block_of == b)
-        lam, vec = _block_eigenpairs(gram[members][:, members], min(top, members.shape[0]),
-                                     start[members])
-        full = np.zeros((p, lam.shape[0]))
-        full[members] = vec
-        values.append(lam)
-        vectors.append(full)
-    lam = np.concatenate(values)
-    order = np.argsort(-lam, kind="stable")[:top]
-    return lam[order], np.hstack(vectors)[:, order]
 
 
 def fit_anchor_graph(rows: np.ndarray, n_anchors: int, n_nearest: int, t: float | str,

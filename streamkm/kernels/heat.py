@@ -28,14 +28,13 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
-from scipy.sparse.linalg import eigsh
 
 from streamkm.exceptions import ParameterError
 from streamkm.kernels._common import row_sq_norms
 from streamkm.kernels._graph import LandmarkGraph, check_n_neighbors, row_blocks
 from streamkm.kernels._registry import KernelType, register
+from streamkm.kernels._spectral import dense_eigenpairs, leading_eigenpairs
 
 __all__ = ["Heat", "HeatState"]
 
@@ -164,21 +163,6 @@ def landmark_affinity(graph: LandmarkGraph, weights: str, bandwidth2: float) -> 
 _FIRST_EIGENPAIRS = 64
 
 
-def _dense_eigenpairs(dense: np.ndarray, *, top: int | None = None,
-                      above: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenpairs of D^-1/2 A D^-1/2 (spectrum in [-1, 1]), eigenvalues in decreasing
-    order: the ``top`` largest, or those >= ``above``, else (or when that is all) every one."""
-    n = dense.shape[0]
-    if top is not None and top < n:
-        lam, vec = scipy.linalg.eigh(dense, subset_by_index=[n - top, n - 1], driver="evr")
-    elif above is not None and above > -1.0:
-        lam, vec = scipy.linalg.eigh(dense, subset_by_value=(above - 1e-9, np.inf),
-                                     driver="evr")
-    else:
-        lam, vec = np.linalg.eigh(dense)
-    return lam[::-1], vec[:, ::-1]
-
-
 def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int, t: float | str,
               n_clusters: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Significant leading eigenpairs of D^-1/2 A D^-1/2, the degrees and the diffusion time."""
@@ -191,18 +175,16 @@ def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int, t: 
         if t == "auto":
             # t needs lam_{k+1}; a few leading eigenpairs are often all that weigh anything
             m = min(n, max(_FIRST_EIGENPAIRS, 2 * ((n_clusters or 2) + 1)))
-            lam, vec = _dense_eigenpairs(dense, top=m)
+            lam, vec = dense_eigenpairs(dense, top=m)
             time = auto_diffusion_time(lam, n_clusters)
             if m < n and significant_eigenpairs(lam, time) == m:
-                lam, vec = _dense_eigenpairs(dense, above=_weight_cutoff(time))
+                lam, vec = dense_eigenpairs(dense, above=_weight_cutoff(time))
         else:
             time = float(t)
-            lam, vec = _dense_eigenpairs(dense, above=_weight_cutoff(time))
+            lam, vec = dense_eigenpairs(dense, above=_weight_cutoff(time))
     else:
-        v0 = np.sqrt(degrees / degrees.sum())  # the top eigenvector, deterministic start
-        lam, vec = eigsh(norm_adj, k=n_components, which="LA", v0=v0)
-        order = np.argsort(lam)[::-1]
-        lam, vec = lam[order], vec[:, order]
+        # per connected piece, started at the top eigenvector sqrt(degrees) (deterministic)
+        lam, vec = leading_eigenpairs(norm_adj, n_components, np.sqrt(degrees))
         time = auto_diffusion_time(lam, n_clusters) if t == "auto" else float(t)
     keep = significant_eigenpairs(lam, time)
     return lam[:keep], np.ascontiguousarray(vec[:, :keep]), degrees, time
