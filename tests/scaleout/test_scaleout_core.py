@@ -176,17 +176,28 @@ def test_leader_counts_exactly_and_replays_deterministically() -> None:
     assert successor.counters == leader.counters
 
 
-def test_a_leader_on_non_convex_data_publishes_the_auto_heat_kernel() -> None:
+def _stream(data: str, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import make_blobs, make_moons
+
+    if data == "moons":
+        return make_moons(n, noise=0.08, random_state=seed)
+    return make_blobs(n, centers=5, random_state=seed - 1)
+
+
+@pytest.mark.parametrize("data, kernel, k, floor", [("moons", "heat", 2, 0.95),
+                                                    ("blobs", "anchor", 5, 0.8)])
+def test_a_leader_publishes_the_auto_graph_kernel(data: str, kernel: str, k: int,
+                                                  floor: float) -> None:
     """The first model's "auto" decision runs on the rows buffered from every partition: on
-    moons it resolves to the heat kernel, whose graph and spectrum travel in the version, so
-    members predict with it and a successor leader goes on from it identically."""
-    from sklearn.datasets import make_moons
+    moons it resolves to the heat kernel, on these blobs to the anchor-graph kernel; the
+    fitted kernel (graph and spectrum, or anchors and feature map) travels in the version,
+    so members predict with it and a successor leader goes on from it identically."""
     from sklearn.metrics import adjusted_rand_score
 
     def new_model() -> MiniBatchKernelKMeans:
-        return MiniBatchKernelKMeans(2, random_state=0)
+        return MiniBatchKernelKMeans(k, random_state=0)
 
-    x, y = make_moons(4000, noise=0.08, random_state=1)
+    x, y = _stream(data, 1, 4000)
     messages = [Fence("p0", "a", "w"), Fence("p1", "b", "w")]
     messages += [_update(p, s, s + 400, t, x[o + s:o + s + 400])
                  for s in range(0, 2000, 400) for p, t, o in (("p0", "a", 0), ("p1", "b", 2000))]
@@ -195,11 +206,11 @@ def test_a_leader_on_non_convex_data_publishes_the_auto_heat_kernel() -> None:
         leader.apply(m, i)
     version = ModelVersion.from_bytes(leader.snapshot().to_bytes())
     member = version.build_model()
-    assert member.kernel_.name == "heat"
-    assert adjusted_rand_score(y, member.predict(x)) >= 0.95
+    assert member.kernel_.name == kernel
+    assert adjusted_rand_score(y, member.predict(x)) >= floor
     np.testing.assert_array_equal(member.transform(x[:100]), leader.model.transform(x[:100]))
     successor = MergeLeader(new_model, init_records=600, start=version)
-    more = make_moons(800, noise=0.08, random_state=2)[0]
+    more = _stream(data, 2, 800)[0]
     extra = [_update("p0", 2000, 2400, "a", more[:400]), _update("p1", 2000, 2400, "b", more[400:])]
     for i, m in enumerate(extra, start=len(messages)):
         leader.apply(m, i)

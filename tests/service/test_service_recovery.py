@@ -195,6 +195,38 @@ def test_sigkill_recovery_keeps_the_auto_heat_kernel(tmp_path: Path, service_pro
     assert adjusted_rand_score(labels, found) >= 0.95
 
 
+N_BLOBS = 4800
+
+
+@pytest.mark.slow
+def test_sigkill_recovery_keeps_the_auto_anchor_kernel(tmp_path: Path, service_process) -> None:
+    """On convex clusters the default gamma="auto" can resolve to the anchor-graph kernel on
+    the first batch (its anchors and feature map go into every checkpoint): killed and
+    restarted four times, the service ends with the uninterrupted run's model and outputs,
+    bit for bit."""
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics import adjusted_rand_score
+
+    x, labels = make_blobs(N_BLOBS, centers=5, random_state=0)
+    data = tmp_path / "blobs.jsonl"
+    data.write_bytes(b"".join(json.dumps({"id": f"b{i}", "x": row.tolist()}).encode() + b"\n"
+                              for i, row in enumerate(x)))
+    settings = {"dim": 2, "model": "n_clusters = 5\nrandom_state = 11", "batch_size": 600}
+
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    run_to_end(reference, write_config(reference, data, **settings), N_BLOBS)
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    crash_four_times_then_finish(crashed, write_config(crashed, data, **settings), N_BLOBS,
+                                 service_process)
+    model = assert_same_model(reference, crashed, N_BLOBS)
+    assert model.kernel_.name == "anchor"
+    assignments = crashed / "out" / "assignments.jsonl"
+    assert assignments.read_text() == (reference / "out" / "assignments.jsonl").read_text()
+    assert adjusted_rand_score(labels, model.predict(x)) >= 0.8
+
+
 @pytest.mark.slow
 def test_sigterm_finishes_batch_checkpoints_and_exits_0(tmp_path: Path,
                                                        service_process) -> None:
