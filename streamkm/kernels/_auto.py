@@ -31,10 +31,10 @@ decides, once, on the initialisation sample, which kernel to use, without labels
    ``fit``, at most ``AUTO_ANCHOR_ROWS`` of them; the sample in streaming), cluster the
    decision rows with it the same way (``_ANCHOR_STARTS`` starts), and take it when its
    partition cuts no more of the graph than the median width's (more by at most one
-   edge's rounding, ``_EDGE_CUT``); else keep the median width. The check keeps the median width where the anchor graph
-   joins clusters the width separates (thin, nearly one-dimensional clusters whose tails
-   touch: the README's scaled three clusters, ARI 0.46 with the anchor kernel, 1.0 with
-   the median width).
+   edge's rounding, ``_EDGE_CUT``); else keep the median width. The check keeps the
+   median width where the anchor graph joins clusters the width separates (thin, nearly
+   one-dimensional clusters whose tails touch: the README's scaled three clusters, ARI
+   0.46 with the anchor kernel, 1.0 with the median width).
 
 The choice is recorded in the model state (the resolved :class:`KernelSpec`). No graph
 kernel is considered when ``allow_graph`` is false (drift handling: a graph fixed on

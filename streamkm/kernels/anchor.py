@@ -25,8 +25,9 @@ weights are scale-free, and a far outlier still has weights exp(-d2 / h2) >= exp
 - ``t="auto"``: ln(10) / (1 - s^2_{k+1}), as for ``heat``: the k leading eigenvectors keep
   their weight and the (k+1)-th keeps a tenth.
 - Eigenpairs: at most the ``n_components`` leading ones, of those the ones whose weight
-  exp(-t (1 - s^2)) is at least 1e-6 of the leading one's and s^2 > 0.1 (dividing by a small s amplifies a new row's noise; the weight of a
-  dropped one is at most exp(-0.9 t)).
+  exp(-t (1 - s^2)) is at least 1e-6 of the leading one's and s^2 > 0.1 (dividing by a
+  small s amplifies a new row's noise; the weight of a dropped one is at most
+  exp(-0.9 t)).
 - Anchors: ``n_anchors`` distinct fitted rows drawn without replacement by a generator
   seeded with the number of distinct rows (the same rows give the same anchors).
 - The graph is computed in float64 whatever the rows' dtype; features are returned in it.
@@ -49,6 +50,7 @@ from streamkm.kernels._spectral import leading_eigenpairs
 from streamkm.kernels.heat import _MIN_EIGENVALUE, auto_diffusion_time, significant_eigenpairs
 
 __all__ = ["Anchor", "AnchorState", "anchor_weights"]
+
 
 @dataclass(frozen=True)
 class AnchorState:
