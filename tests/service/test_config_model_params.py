@@ -16,7 +16,7 @@ def _config(**model: object) -> dict:
             "model": {"n_clusters": 3, **model}}
 
 
-@pytest.mark.parametrize("model", [{"kernel": "heat"}, {"kernel": "knn"},
+@pytest.mark.parametrize("model", [{"kernel": "heat"}, {"kernel": "knn"}, {"kernel": "anchor"},
                                    {"gamma": "eigengap"}, {"gamma": 0.5}, {"tau": 50}])
 def test_what_the_estimator_accepts_the_config_accepts(model: dict) -> None:
     config = config_from_mapping(_config(**model), env={})
