@@ -26,6 +26,8 @@ def main() -> None:
             model = MiniBatchKernelKMeans(3, kernel=kernel, batch_size=64, random_state=0)
             model.fit(x).predict(x)
             model.partial_fit(x[:64])
+        # gamma="auto"'s decision (heat, anchor and kernel Lloyd runs) needs >= 500 rows
+        MiniBatchKernelKMeans(3, random_state=0).fit(np.vstack([x, x + 0.5]))
         KMeans(3, random_state=0).fit(x).predict(x)
         WardAgglomerative(3).fit(x)
     kmeans_1d(x64[:, 0], 3)
