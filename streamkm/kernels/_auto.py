@@ -65,7 +65,7 @@ DECISION_ROWS = 1000
 AUTO_NEIGHBORS = 20
 AUTO_HEAT_OPTIONS = {"n_neighbors": AUTO_NEIGHBORS, "weights": "density"}
 #: rows the anchor-graph kernel of ``"auto"`` is fitted on at most (``fit(X)`` offers all of
-#: X; its cost is linear in them: r nearest of 1000 anchors per row)
+#: X; its cost is linear in them: the 10 nearest of 1500 anchors per row)
 AUTO_ANCHOR_ROWS = 20000
 NCUT_RATIO = 0.5
 #: ... and by at least this much: well-separated convex clusters have both cuts near 0
