@@ -19,7 +19,8 @@ import pytest
 
 from streamkm import MiniBatchKernelKMeans
 from streamkm.service.checkpoint import CheckpointStore
-from tests.helpers.processes import count_lines, kill, start_service, stop, wait_until
+from tests.helpers.processes import (count_lines, kill, log_events, start_service, stop,
+                                     wait_until)
 
 pytestmark = pytest.mark.integration
 
@@ -84,11 +85,21 @@ def final_model(folder: Path) -> tuple[MiniBatchKernelKMeans, dict]:
     return MiniBatchKernelKMeans.from_state(ckpt.model_arrays, ckpt.model_meta), ckpt.meta
 
 
+def _started_runs(log: Path) -> int:
+    return sum(e.get("event") == "service_started" for e in log_events(log))
+
+
 def run_to_end(folder: Path, config: Path, n_valid: int) -> None:
-    proc = start_service(config, folder / "service.log")
+    log = folder / "service.log"
+    runs_before = _started_runs(log)
+    proc = start_service(config, log)
     try:
-        wait_until(lambda: count_lines(folder / "out" / "assignments.jsonl") >= n_valid,
-                   90, "every record assigned", [proc])
+        # the service must be up (its stop handlers installed) before it is stopped: when
+        # an earlier, killed run had already written every assignment, a SIGTERM sent at
+        # once arrived during start-up and ended the process with -15 (CI)
+        wait_until(lambda: count_lines(folder / "out" / "assignments.jsonl") >= n_valid
+                   and _started_runs(log) > runs_before, 90,
+                   "every record assigned by a started service", [proc])
         assert stop(proc) == 0
     finally:
         kill(proc)
