@@ -170,72 +170,54 @@ def test_sigkill_recovery_is_exactly_once(tmp_path: Path, service_process) -> No
     assert assignments.read_text() == reference_out
 
 
-N_MOONS = 4800
+N_STREAM = 4800
+
+
+def _graph_kernel_stream(shape: str) -> tuple[np.ndarray, np.ndarray, int]:
+    from sklearn.datasets import make_blobs, make_moons
+
+    if shape == "moons":
+        x, labels = make_moons(N_STREAM, noise=0.08, random_state=3)
+        return x, labels, 2
+    x, labels = make_blobs(N_STREAM, centers=5, random_state=0)
+    return x, labels, 5
 
 
 @pytest.mark.slow
-def test_sigkill_recovery_keeps_the_auto_heat_kernel(tmp_path: Path, service_process) -> None:
-    """On a non-convex stream the default gamma="auto" resolves to the heat kernel on the
-    first batch (its graph and spectrum go into every checkpoint): a service killed and
-    restarted four times ends with the uninterrupted run's model and outputs, bit for bit,
-    and its assignments separate the moons."""
-    from sklearn.datasets import make_moons
+@pytest.mark.parametrize("shape, kernel, floor", [("moons", "heat", 0.95),
+                                                  ("blobs", "anchor", 0.8)])
+def test_sigkill_recovery_keeps_the_auto_graph_kernel(tmp_path: Path, service_process,
+                                                      shape: str, kernel: str,
+                                                      floor: float) -> None:
+    """The default gamma="auto" resolves on the first batch to a graph kernel: the heat
+    kernel on moons (its graph and spectrum go into every checkpoint), the anchor-graph
+    kernel on these blobs (its anchors and feature map). A service killed and restarted
+    four times ends with the uninterrupted run's model and outputs, bit for bit, and its
+    assignments find the clusters."""
     from sklearn.metrics import adjusted_rand_score
 
-    x, labels = make_moons(N_MOONS, noise=0.08, random_state=3)
-    data = tmp_path / "moons.jsonl"
+    x, labels, k = _graph_kernel_stream(shape)
+    data = tmp_path / "stream.jsonl"
     data.write_bytes(b"".join(json.dumps({"id": f"m{i}", "x": row.tolist()}).encode() + b"\n"
                               for i, row in enumerate(x)))
-    settings = {"dim": 2, "model": "n_clusters = 2\nrandom_state = 11", "batch_size": 600}
+    settings = {"dim": 2, "model": f"n_clusters = {k}\nrandom_state = 11", "batch_size": 600}
 
     reference = tmp_path / "reference"
     reference.mkdir()
-    run_to_end(reference, write_config(reference, data, **settings), N_MOONS)
+    run_to_end(reference, write_config(reference, data, **settings), N_STREAM)
     crashed = tmp_path / "crashed"
     crashed.mkdir()
-    crash_four_times_then_finish(crashed, write_config(crashed, data, **settings), N_MOONS,
+    crash_four_times_then_finish(crashed, write_config(crashed, data, **settings), N_STREAM,
                                  service_process)
-    model = assert_same_model(reference, crashed, N_MOONS)
-    assert model.kernel_.name == "heat"
+    model = assert_same_model(reference, crashed, N_STREAM)
+    assert model.kernel_.name == kernel
     assignments = crashed / "out" / "assignments.jsonl"
     assert assignments.read_text() == (reference / "out" / "assignments.jsonl").read_text()
     cluster = {rec["id"]: rec["cluster"]
                for rec in map(json.loads, assignments.read_text().splitlines())}
-    assert len(cluster) == N_MOONS
-    found = [cluster[f"m{i}"] for i in range(N_MOONS)]
-    assert adjusted_rand_score(labels, found) >= 0.95
-
-
-N_BLOBS = 4800
-
-
-@pytest.mark.slow
-def test_sigkill_recovery_keeps_the_auto_anchor_kernel(tmp_path: Path, service_process) -> None:
-    """On convex clusters the default gamma="auto" can resolve to the anchor-graph kernel on
-    the first batch (its anchors and feature map go into every checkpoint): killed and
-    restarted four times, the service ends with the uninterrupted run's model and outputs,
-    bit for bit."""
-    from sklearn.datasets import make_blobs
-    from sklearn.metrics import adjusted_rand_score
-
-    x, labels = make_blobs(N_BLOBS, centers=5, random_state=0)
-    data = tmp_path / "blobs.jsonl"
-    data.write_bytes(b"".join(json.dumps({"id": f"b{i}", "x": row.tolist()}).encode() + b"\n"
-                              for i, row in enumerate(x)))
-    settings = {"dim": 2, "model": "n_clusters = 5\nrandom_state = 11", "batch_size": 600}
-
-    reference = tmp_path / "reference"
-    reference.mkdir()
-    run_to_end(reference, write_config(reference, data, **settings), N_BLOBS)
-    crashed = tmp_path / "crashed"
-    crashed.mkdir()
-    crash_four_times_then_finish(crashed, write_config(crashed, data, **settings), N_BLOBS,
-                                 service_process)
-    model = assert_same_model(reference, crashed, N_BLOBS)
-    assert model.kernel_.name == "anchor"
-    assignments = crashed / "out" / "assignments.jsonl"
-    assert assignments.read_text() == (reference / "out" / "assignments.jsonl").read_text()
-    assert adjusted_rand_score(labels, model.predict(x)) >= 0.8
+    assert len(cluster) == N_STREAM
+    found = [cluster[f"m{i}"] for i in range(N_STREAM)]
+    assert adjusted_rand_score(labels, found) >= floor
 
 
 @pytest.mark.slow
