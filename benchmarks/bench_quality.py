@@ -127,15 +127,14 @@ def section_early_stop(seeds: int, include_pen: bool) -> None:
             # sets pays for touching new memory, which read as a ratio of 1.6 on PenDigits
             # when the early-stopped fit always went first (0.9 in an alternating loop)
             MiniBatchKernelKMeans(k, random_state=seed).fit(x)
-            timed = {}
+            params = {"early": {}, "full": {"tol": 0.0, "patience": 10**6, "max_iter": 200}}
+            fits, seconds = {}, {}
             for which in (("early", "full") if seed % 2 == 0 else ("full", "early")):
-                params = {} if which == "early" else {"tol": 0.0, "patience": 10**6,
-                                                      "max_iter": 200}
                 t0 = time.perf_counter()
-                timed[which] = MiniBatchKernelKMeans(k, random_state=seed, **params).fit(x)
-                timed[which + " s"] = time.perf_counter() - t0
-            early, full = timed["early"], timed["full"]
-            t_early, t_full = timed["early s"], timed["full s"]
+                fits[which] = MiniBatchKernelKMeans(k, random_state=seed, **params[which]).fit(x)
+                seconds[which] = time.perf_counter() - t0
+            early, full = fits["early"], fits["full"]
+            t_early, t_full = seconds["early"], seconds["full"]
             diff = adjusted_rand_score(y, early.predict(x)) - adjusted_rand_score(y, full.predict(x))
             rows.setdefault(name, []).append((diff, early.n_steps_, t_early / t_full))
     for name, vals in rows.items():

@@ -343,3 +343,13 @@ def test_heat_kernel_keeps_every_piece_of_a_graph_above_the_dense_limit():
     assert np.count_nonzero(lam > 1 - 1e-9) == 12
     vec = spec.fitted.eigenvectors
     np.testing.assert_allclose(vec.T @ vec, np.eye(vec.shape[1]), atol=1e-8)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("options", [{"n_components": 0}, {"dense_limit": 2.5},
+                                     {"n_neighbors": True}, {"t": -1.0}])
+def test_heat_kernel_options_are_checked_whatever_t(options):
+    """With t="auto" (the default) n_components and dense_limit went unchecked: the check
+    returned as soon as it had seen t."""
+    with pytest.raises(ParameterError, match=next(iter(options))):
+        KernelSpec("heat", options=options)

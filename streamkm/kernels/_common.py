@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["inv_norms", "pairwise_subsample", "row_sq_norms"]
+from streamkm.exceptions import ParameterError
+
+__all__ = ["check_diffusion_time", "check_positive_int", "inv_norms", "pairwise_subsample",
+           "row_sq_norms"]
 
 MEDIAN_SAMPLE = 1000
 
@@ -28,3 +31,18 @@ def pairwise_subsample(x: np.ndarray, rng: np.random.Generator,
     if x.shape[0] > size:
         x = x[np.sort(rng.choice(x.shape[0], size, replace=False))]
     return np.asarray(x, dtype=np.float64)
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """A kernel option that must be an integer >= 1, else a clear error naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ParameterError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def check_diffusion_time(t: object) -> None:
+    """The diffusion time ``t`` of the graph kernels: ``"auto"`` or a positive finite number."""
+    if t == "auto":
+        return
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t <= 0:
+        raise ParameterError(f"t must be a positive finite number or 'auto', got {t!r}")

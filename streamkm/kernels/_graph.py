@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from streamkm._numba import knn_graph as _nkg
 from streamkm.exceptions import ParameterError
 
-__all__ = ["LandmarkGraph", "PLACE_ROWS", "check_n_neighbors", "distinct_rows", "row_blocks"]
+__all__ = ["LandmarkGraph", "PLACE_ROWS", "distinct_rows", "row_blocks"]
 
 
 def distinct_rows(x: np.ndarray) -> np.ndarray:
@@ -41,13 +41,6 @@ def row_blocks(n_rows: int) -> list[slice]:
     return [slice(lo, min(n_rows, lo + PLACE_ROWS)) for lo in range(0, n_rows, PLACE_ROWS)]
 
 
-def check_n_neighbors(value: object) -> int:
-    """A positive integer number of neighbours, else a clear error."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ParameterError(f"n_neighbors must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
 def _kth(n_neighbors: int, n_landmarks: int) -> int:
     """Index of the radius among a row's sorted landmark distances (itself included)."""
     return min(n_neighbors, n_landmarks - 1)
@@ -59,7 +52,8 @@ def _single(landmarks: np.ndarray) -> bool:
     return landmarks.dtype == np.float32
 
 
-def _symmetric_knn(landmarks: np.ndarray, n_neighbors: int, r2_out: np.ndarray) -> sp.csr_matrix:
+def _symmetric_knn(landmarks: np.ndarray, landmarks_t: np.ndarray, n_neighbors: int,
+                   r2_out: np.ndarray) -> sp.csr_matrix:
     """The landmarks' 0/1 adjacency from one pass over the pairs (writes their radii).
 
     Landmarks i, j are joined when d(i, j) <= max(r2(i), r2(j)), i.e. when j is within i's
@@ -67,7 +61,7 @@ def _symmetric_knn(landmarks: np.ndarray, n_neighbors: int, r2_out: np.ndarray) 
     (d(i, j) and d(j, i) are the same float: (a - b)^2 == (b - a)^2).
     """
     m = landmarks.shape[0]
-    indptr, indices = _nkg.join_rows(landmarks, np.ascontiguousarray(landmarks.T), np.zeros(m),
+    indptr, indices = _nkg.join_rows(landmarks, landmarks_t, np.zeros(m),
                                      _kth(n_neighbors, m), _single(landmarks), r2_out)
     within = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
     adjacency = within.maximum(within.T).tocsr()
@@ -108,10 +102,13 @@ class LandmarkGraph:
                 f"a k-nn graph kernel needs at least 2 distinct landmark rows, got {m}"
             )
         r2 = np.empty(m)
-        adjacency = _symmetric_knn(landmarks, n_neighbors, r2)
+        landmarks_t = np.ascontiguousarray(landmarks.T)
+        adjacency = _symmetric_knn(landmarks, landmarks_t, n_neighbors, r2)
         graph = cls(landmarks, r2, np.diff(adjacency.indptr).astype(np.float64),
                     int(n_neighbors))
-        # the landmarks' own adjacency comes with the fit (heat's spectrum, auto's cuts)
+        # what the fit computed comes with it: the transposed landmarks (every later join)
+        # and their own adjacency (heat's spectrum, auto's cuts)
+        graph.__dict__["landmarks_t"] = landmarks_t
         graph.__dict__["landmark_adjacency"] = adjacency
         return graph
 
@@ -131,7 +128,7 @@ class LandmarkGraph:
     def landmark_adjacency(self) -> sp.csr_matrix:
         """0/1 adjacency of the landmarks to each other, sparse (m, m)."""
         m = self.landmarks.shape[0]
-        return _symmetric_knn(self.landmarks, self.n_neighbors, np.empty(m))
+        return _symmetric_knn(self.landmarks, self.landmarks_t, self.n_neighbors, np.empty(m))
 
     def join(self, x: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
         """Squared radius (float64) of each row of x and its 0/1 adjacency to the

@@ -42,12 +42,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamkm._numba.anchor_graph import nearest_anchors
-from streamkm.exceptions import ParameterError
-from streamkm.kernels._common import row_sq_norms
+from streamkm.kernels._common import check_diffusion_time, check_positive_int, row_sq_norms
 from streamkm.kernels._graph import distinct_rows, row_blocks
 from streamkm.kernels._registry import KernelType, register
-from streamkm.kernels._spectral import leading_eigenpairs
-from streamkm.kernels.heat import _MIN_EIGENVALUE, auto_diffusion_time, significant_eigenpairs
+from streamkm.kernels._spectral import (MIN_EIGENVALUE, auto_diffusion_time,
+                                        leading_eigenpairs, significant_eigenpairs)
 
 __all__ = ["Anchor", "AnchorState", "anchor_weights"]
 
@@ -118,16 +117,11 @@ def fit_anchor_graph(rows: np.ndarray, n_anchors: int, n_nearest: int, t: float 
     time = auto_diffusion_time(lam, n_clusters) if t == "auto" else float(t)
     keep = min(significant_eigenpairs(lam, time), n_components)
     lam, vec = lam[:keep], vec[:, :keep]
-    usable = lam > _MIN_EIGENVALUE
+    usable = lam > MIN_EIGENVALUE
     lam, vec = lam[usable], vec[:, usable]
     scale = np.exp(-time * (1.0 - lam) / 2.0) / np.sqrt(lam)
     projection = np.ascontiguousarray(inv_sqrt[:, None] * vec * scale[None, :])
     return AnchorState(anchors, projection, np.ascontiguousarray(lam), time, int(n_nearest))
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ParameterError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 @register
@@ -139,14 +133,9 @@ class Anchor(KernelType):
 
     def check(self, params):
         o = params.options
-        _positive_int("n_anchors", o["n_anchors"])
-        _positive_int("n_nearest", o["n_nearest"])
-        _positive_int("n_components", o["n_components"])
-        t = o["t"]
-        if t == "auto":
-            return
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t <= 0:
-            raise ParameterError(f"t must be a positive finite number or 'auto', got {t!r}")
+        for key in ("n_anchors", "n_nearest", "n_components"):
+            check_positive_int(key, o[key])
+        check_diffusion_time(o["t"])
 
     def fit(self, params, landmarks, n_clusters=None):
         o = params.options

@@ -31,23 +31,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamkm.exceptions import ParameterError
-from streamkm.kernels._common import row_sq_norms
-from streamkm.kernels._graph import LandmarkGraph, check_n_neighbors, row_blocks
+from streamkm.kernels._common import check_diffusion_time, check_positive_int, row_sq_norms
+from streamkm.kernels._graph import LandmarkGraph, row_blocks
 from streamkm.kernels._registry import KernelType, register
-from streamkm.kernels._spectral import dense_eigenpairs, leading_eigenpairs
+from streamkm.kernels._spectral import (MIN_EIGENVALUE, auto_diffusion_time,
+                                        dense_eigenpairs, leading_eigenpairs,
+                                        significant_eigenpairs, weight_cutoff)
 
 __all__ = ["Heat", "HeatState"]
 
-#: eigenpairs below this are left out of new rows: the Nystroem extension divides by the
-#: eigenvalue, so a small one amplifies the new row's noise (features with norms 100x the
-#: landmarks' and a collapsed clustering on well-separated blobs with t ~ 6); their kernel
-#: weight is at most exp(-0.9 t)
-_MIN_EIGENVALUE = 0.1
-#: eigenpairs whose kernel weight exp(-t (1 - lam)) is below this fraction of the leading
-#: one's are dropped after fitting: they change no kernel entry by more than this (relative
-#: to the largest weight) and, with t="auto", are most of the spectrum (PenDigits, 1000
-#: landmarks: 36 of 1000 eigenpairs are kept), so features, steps and states shrink with them
-_WEIGHT_FLOOR = 1e-6
 _SMALLEST_WEIGHT = float(np.finfo(np.float64).tiny)
 
 
@@ -99,20 +91,6 @@ class HeatState:
         if self.eigenvectors.shape[1] >= self.eigenvectors.shape[0]:
             return 0.0
         return float(np.exp(-self.t * (1.0 - self.eigenvalues.min())))
-
-
-def _weight_cutoff(time: float, leading: float = 1.0) -> float:
-    """The smallest eigenvalue whose weight exp(-t (1 - lam)) is ``_WEIGHT_FLOOR`` of the
-    leading eigenvalue's (1 for the normalised adjacency of a graph)."""
-    return leading - np.log(1.0 / _WEIGHT_FLOOR) / time
-
-
-def significant_eigenpairs(eigenvalues: np.ndarray, t: float) -> int:
-    """How many leading eigenpairs (eigenvalues in decreasing order) have a kernel weight
-    exp(-t (1 - lam)) of at least ``_WEIGHT_FLOOR`` times the leading one's (at least 1)."""
-    if eigenvalues.shape[0] == 0:
-        return 0
-    return max(1, int(np.count_nonzero(eigenvalues >= _weight_cutoff(t, eigenvalues[0]))))
 
 
 WEIGHTS = ("binary", "density")
@@ -178,10 +156,10 @@ def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int, t: 
             lam, vec = dense_eigenpairs(dense, top=m)
             time = auto_diffusion_time(lam, n_clusters)
             if m < n and significant_eigenpairs(lam, time) == m:
-                lam, vec = dense_eigenpairs(dense, above=_weight_cutoff(time))
+                lam, vec = dense_eigenpairs(dense, above=weight_cutoff(time))
         else:
             time = float(t)
-            lam, vec = dense_eigenpairs(dense, above=_weight_cutoff(time))
+            lam, vec = dense_eigenpairs(dense, above=weight_cutoff(time))
     else:
         # per connected piece, started at the top eigenvector sqrt(degrees) (deterministic)
         lam, vec = leading_eigenpairs(norm_adj, n_components, np.sqrt(degrees))
@@ -190,28 +168,15 @@ def _spectrum(adjacency: sp.csr_matrix, n_components: int, dense_limit: int, t: 
     return lam[:keep], np.ascontiguousarray(vec[:, :keep]), degrees, time
 
 
-def auto_diffusion_time(eigenvalues: np.ndarray, n_clusters: int | None) -> float:
-    """t = ln(10) / (1 - lam_{k+1}): eigenvector k+1 keeps a tenth of its weight.
-
-    The k leading eigenvectors (k = n_clusters) carry the cluster structure when the graph
-    has k loosely joined parts (their eigenvalues are close to 1); diffusing until the
-    (k+1)-th is damped tenfold keeps them and fades the within-cluster detail.
-    """
-    k = 2 if n_clusters is None else int(n_clusters)
-    if eigenvalues.shape[0] <= k:
-        return 1.0
-    return float(np.log(10.0) / max(1.0 - eigenvalues[k], 1e-12))
-
-
 def _extension(state: HeatState, x: np.ndarray) -> np.ndarray:
     """Nystroem features of new rows: N(x, :) U diag(exp(-t (1 - lam) / 2) / lam), with the
-    eigenpairs of |lam| <= ``_MIN_EIGENVALUE`` left out."""
+    eigenpairs of |lam| <= ``MIN_EIGENVALUE`` left out."""
     adj = state.affinity(x)
     inv_sqrt_l = 1.0 / np.sqrt(state.degrees)
     projected = adj @ (state.eigenvectors * inv_sqrt_l[:, None])
     projected /= np.sqrt(np.asarray(adj.sum(axis=1)).ravel())[:, None]
     lam = state.eigenvalues
-    keep = np.abs(lam) > _MIN_EIGENVALUE
+    keep = np.abs(lam) > MIN_EIGENVALUE
     factor = np.zeros_like(lam)
     factor[keep] = state.scales[keep] / lam[keep]
     return projected * factor[None, :]
@@ -227,18 +192,11 @@ class Heat(KernelType):
 
     def check(self, params):
         o = params.options
-        check_n_neighbors(o["n_neighbors"])
+        for key in ("n_neighbors", "n_components", "dense_limit"):
+            check_positive_int(key, o[key])
         if o["weights"] not in WEIGHTS:
             raise ParameterError(f"weights must be one of {WEIGHTS}, got {o['weights']!r}")
-        t = o["t"]
-        if t == "auto":
-            return
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t <= 0:
-            raise ParameterError(f"t must be a positive finite number or 'auto', got {t!r}")
-        for key in ("n_components", "dense_limit"):
-            v = o[key]
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ParameterError(f"{key} must be an integer >= 1, got {v!r}")
+        check_diffusion_time(o["t"])
 
     def fit(self, params, landmarks, n_clusters=None):
         o = params.options

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from streamkm._numba import knn_graph as _nkg
-from streamkm.kernels._graph import LandmarkGraph, check_n_neighbors
+from streamkm.kernels._common import check_positive_int
+from streamkm.kernels._graph import LandmarkGraph
 from streamkm.kernels._registry import KernelType, register
 
 __all__ = ["KNN"]
@@ -29,7 +30,7 @@ class KNN(KernelType):
     option_defaults = {"n_neighbors": 30}
 
     def check(self, params):
-        check_n_neighbors(params.options["n_neighbors"])
+        check_positive_int("n_neighbors", params.options["n_neighbors"])
 
     def fit(self, params, landmarks, n_clusters=None):
         return LandmarkGraph.fit(landmarks, params.options["n_neighbors"])
