@@ -4,6 +4,11 @@ The one implementation behind exact :class:`streamkm.batch.KernelKMeans`, the wa
 :class:`streamkm.cluster.MiniBatchKernelKMeans`'s initialisation candidates and the
 ``gamma="auto"`` decision (:mod:`streamkm.kernels._auto`). It lives below all three so that
 the kernels package can use it without importing ``streamkm.batch``.
+
+For a kernel with explicit features F (the graph kernels, linear) the kernel matrix is
+F F^T, and it can be handed over as its factor (:class:`FactoredGram`, made by
+:func:`feature_gram` when that is cheaper): every product Lloyd needs then costs n m k
+instead of n^2 k, and the n x n matrix is never formed.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import numpy as np
 
 from streamkm._numba.lloyd import assign_from_inner
 
-__all__ = ["KernelLloydResult", "kernel_lloyd", "one_hot"]
+__all__ = ["FactoredGram", "KernelLloydResult", "feature_gram", "gram_columns", "kernel_lloyd",
+           "one_hot"]
 
 # Rows per chunk of an update are chosen so a (rows, n) slice of K holds about this many entries.
 _CHUNK_ENTRIES = 1 << 22
@@ -51,19 +57,78 @@ class KernelLloydResult:
     nearest_objective: float
 
 
+class FactoredGram:
+    """The kernel matrix K = F F^T of rows with explicit features F, held as F.
+
+    Supports what Lloyd's algorithm asks of K: ``K @ H``, :meth:`columns`,
+    :meth:`diagonal` and :meth:`rows_t_matmul`, each at O(n m) per column instead of O(n^2).
+
+    Parameters
+    ----------
+    features : numpy.ndarray of shape (n, m)
+        C-contiguous float32 or float64; products are computed in its dtype.
+    """
+
+    def __init__(self, features: np.ndarray) -> None:
+        self.features = np.ascontiguousarray(features)
+        self.shape = (features.shape[0], features.shape[0])
+        self.dtype = features.dtype
+
+    def __matmul__(self, h: np.ndarray) -> np.ndarray:
+        return self.features @ (self.features.T @ h)
+
+    def columns(self, index: np.ndarray | int) -> np.ndarray:
+        """K[:, index] (K[:, i] for one index: shape (n,))."""
+        return self.features @ self.features[index].T
+
+    def diagonal(self) -> np.ndarray:
+        return np.einsum("ij,ij->i", self.features, self.features)
+
+    def rows_t_matmul(self, rows: np.ndarray, h: np.ndarray) -> np.ndarray:
+        """K[rows].T @ h."""
+        return self.features @ (self.features[rows].T @ h)
+
+
+#: a kernel matrix as an array or as its factor
+Gram = np.ndarray | FactoredGram
+
+
+def feature_gram(features: np.ndarray) -> Gram:
+    """The kernel matrix of rows with explicit ``features``: as its factor when that makes
+    Lloyd's products cheaper (n m k twice against n^2 k: fewer than n / 2 features), else
+    formed."""
+    features = np.ascontiguousarray(features)
+    if 2 * features.shape[1] < features.shape[0]:
+        return FactoredGram(features)
+    return features @ features.T
+
+
+def gram_columns(kernel_matrix: Gram, index: np.ndarray | int) -> np.ndarray:
+    """K[:, index] of a kernel matrix or its factor."""
+    if isinstance(kernel_matrix, FactoredGram):
+        return kernel_matrix.columns(index)
+    return kernel_matrix[:, index]
+
+
+def gram_diagonal(kernel_matrix: Gram) -> np.ndarray:
+    """K(x, x) of every row, float64."""
+    return np.asarray(kernel_matrix.diagonal() if isinstance(kernel_matrix, FactoredGram)
+                      else np.diagonal(kernel_matrix), dtype=np.float64)
+
+
 def one_hot(labels: np.ndarray, k: int, dtype: np.dtype) -> np.ndarray:
     out = np.zeros((labels.shape[0], k), dtype=dtype)
     out[np.arange(labels.shape[0]), labels] = 1
     return out
 
 
-def _cluster_kernel_sums(kernel_matrix: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+def _cluster_kernel_sums(kernel_matrix: Gram, labels: np.ndarray, k: int) -> np.ndarray:
     """S[x, j] = sum over rows s of cluster j of K(x, s): one GEMM K @ H, float64 result."""
     return (kernel_matrix @ one_hot(labels, k, kernel_matrix.dtype)).astype(np.float64)
 
 
 def _update_cluster_kernel_sums(
-    sums: np.ndarray, kernel_matrix: np.ndarray, rows: np.ndarray, old: np.ndarray,
+    sums: np.ndarray, kernel_matrix: Gram, rows: np.ndarray, old: np.ndarray,
     new: np.ndarray,
 ) -> None:
     """Move ``rows`` from clusters ``old[rows]`` to ``new[rows]`` in S (in place), using the
@@ -75,7 +140,10 @@ def _update_cluster_kernel_sums(
         delta = np.zeros((chunk.size, k), dtype=kernel_matrix.dtype)
         delta[np.arange(chunk.size), new[chunk]] += 1
         delta[np.arange(chunk.size), old[chunk]] -= 1
-        sums += kernel_matrix[chunk].T @ delta
+        if isinstance(kernel_matrix, FactoredGram):
+            sums += kernel_matrix.rows_t_matmul(chunk, delta)
+        else:
+            sums += kernel_matrix[chunk].T @ delta
 
 
 def _center_terms(
@@ -122,7 +190,7 @@ def _fill_empty_clusters(labels: np.ndarray, min_sq: np.ndarray, k: int) -> None
 
 
 def kernel_lloyd(
-    kernel_matrix: np.ndarray,
+    kernel_matrix: Gram,
     seeds: np.ndarray,
     *,
     max_iter: int = 100,
@@ -143,8 +211,8 @@ def kernel_lloyd(
 
     Parameters
     ----------
-    kernel_matrix : numpy.ndarray of shape (n, n)
-        Symmetric positive semi-definite K, float32 or float64, C-contiguous.
+    kernel_matrix : numpy.ndarray of shape (n, n) or FactoredGram
+        Symmetric positive semi-definite K, float32 or float64, C-contiguous, or its factor.
     seeds : numpy.ndarray of shape (k,), int
         Row indices of the initial centers.
     max_iter : int
@@ -159,9 +227,9 @@ def kernel_lloyd(
     """
     n = kernel_matrix.shape[0]
     k = seeds.shape[0]
-    diag = np.asarray(np.diagonal(kernel_matrix) if diag is None else diag, dtype=np.float64)
+    diag = gram_diagonal(kernel_matrix) if diag is None else np.asarray(diag, np.float64)
     labels, min_sq = _assign(
-        diag, kernel_matrix[:, seeds].astype(np.float64), diag[seeds]
+        diag, gram_columns(kernel_matrix, seeds).astype(np.float64), diag[seeds]
     )
     _fill_empty_clusters(labels, min_sq, k)
     sums = _cluster_kernel_sums(kernel_matrix, labels, k)

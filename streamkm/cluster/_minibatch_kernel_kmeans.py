@@ -23,6 +23,7 @@ from streamkm._estimator import (
     StreamkmEstimator,
     same_param_value,
 )
+from streamkm._kernel_lloyd import feature_gram
 from streamkm._validation import check_array, check_random_state
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
@@ -355,7 +356,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self.gamma_ = self._kernel_spec.gamma
         sample = self._kernel_spec.prepare(sample)
 
-        kmat = self._kernel_spec.block(sample, sample)
+        if self._kernel_spec.explicit_features:
+            kmat = feature_gram(sample)
+        else:
+            kmat = self._kernel_spec.block(sample, sample)
         diag = self._kernel_spec.diagonal(sample)
         seeding = kernel_kmeans_plusplus if self.init == "k-means++" else kernel_farthest_traversal
         best: WarmedCandidate | None = None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamkm._kernel_lloyd import kernel_lloyd
+from streamkm._kernel_lloyd import Gram, gram_columns, kernel_lloyd
 
 __all__ = ["WarmedCandidate", "warm_up"]
 
@@ -31,17 +31,17 @@ class WarmedCandidate:
 
 
 def warm_up(
-    kmat: np.ndarray, diag: np.ndarray, seeds: np.ndarray, *, max_steps: int,
+    kmat: Gram, diag: np.ndarray, seeds: np.ndarray, *, max_steps: int,
 ) -> WarmedCandidate:
     """Warm up the centers seeded at sample rows ``seeds`` on the sample kernel matrix
-    ``kmat`` (symmetric, K(x, x) = ``diag``); ``max_steps=0`` keeps the seed rows."""
+    ``kmat`` (symmetric, K(x, x) = ``diag``; or its factor); ``max_steps=0`` keeps the seed rows."""
     n = kmat.shape[0]
     k = seeds.shape[0]
     diag = np.asarray(diag, dtype=np.float64)
     weights = np.zeros((k, n))
     if max_steps == 0:
         weights[np.arange(k), seeds] = 1.0
-        to_seeds = diag[:, None] - 2.0 * kmat[:, seeds] + diag[seeds][None, :]
+        to_seeds = diag[:, None] - 2.0 * gram_columns(kmat, seeds) + diag[seeds][None, :]
         objective = float(np.maximum(to_seeds.min(axis=1), 0.0).mean())
         return WarmedCandidate(weights, objective, 0)
     # kernel_lloyd's first center update is the one from its initial assignment to the seeds

@@ -50,7 +50,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from streamkm._kernel_lloyd import kernel_lloyd
+from streamkm._kernel_lloyd import (
+    Gram,
+    feature_gram,
+    gram_columns,
+    gram_diagonal,
+    kernel_lloyd,
+)
 from streamkm.kernels._graph import distinct_rows
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
@@ -97,21 +103,22 @@ def normalized_cut(adjacency: sp.csr_matrix, labels: np.ndarray, n_clusters: int
     return float(((volume - within)[nonempty] / volume[nonempty]).sum())
 
 
-def _kernel_lloyd(kmat: np.ndarray, n_clusters: int, rng: np.random.Generator,
+def _kernel_lloyd(kmat: Gram, n_clusters: int, rng: np.random.Generator,
                   n_starts: int = _N_STARTS) -> np.ndarray:
     """Labels of the lowest-objective of a few k-means++-seeded kernel Lloyd runs."""
     n = kmat.shape[0]
-    diag = np.diagonal(kmat).astype(np.float64)
+    diag = gram_diagonal(kmat)
     best, best_obj = np.zeros(n, dtype=np.int64), np.inf
     for _ in range(n_starts):
         first = int(rng.integers(n))
         seeds = [first]
-        closest = np.maximum(diag - 2.0 * kmat[first] + diag[first], 0.0)
+        closest = np.maximum(diag - 2.0 * gram_columns(kmat, first) + diag[first], 0.0)
         for _ in range(1, n_clusters):
             total = closest.sum()
             pick = int(rng.choice(n, p=closest / total)) if total > 0 else int(rng.integers(n))
             seeds.append(pick)
-            closest = np.minimum(closest, np.maximum(diag - 2.0 * kmat[pick] + diag[pick], 0.0))
+            closest = np.minimum(
+                closest, np.maximum(diag - 2.0 * gram_columns(kmat, pick) + diag[pick], 0.0))
         run = kernel_lloyd(kmat, np.array(seeds, dtype=np.int64), max_iter=_MAX_ITER, diag=diag)
         if run.objective < best_obj:
             best, best_obj = run.labels, run.objective
@@ -141,7 +148,7 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
     adjacency = heat.fitted.landmark_affinity
     cuts = {}
     for name, kmat in (("width", width_spec.block(rows, rows)),
-                       ("heat", features @ features.T)):
+                       ("heat", feature_gram(features))):
         cuts[name] = normalized_cut(adjacency, _kernel_lloyd(kmat, n_clusters, rng), n_clusters)
     if cuts["heat"] < NCUT_RATIO * cuts["width"] and (
             cuts["width"] - cuts["heat"] > NCUT_MARGIN
@@ -153,7 +160,7 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
         return heat
     anchor = _anchor_kernel(sample if landmarks is None else landmarks, n_clusters, rng)
     features = anchor.prepare(rows)
-    anchor_labels = _kernel_lloyd(features @ features.T, n_clusters, rng, _ANCHOR_STARTS)
+    anchor_labels = _kernel_lloyd(feature_gram(features), n_clusters, rng, _ANCHOR_STARTS)
     anchor_cut = normalized_cut(adjacency, anchor_labels, n_clusters)
     return anchor if anchor_cut <= cuts["width"] + _EDGE_CUT else width_spec
 

@@ -8,7 +8,12 @@ from sklearn.datasets import make_blobs, make_circles
 from sklearn.metrics import adjusted_rand_score
 
 from streamkm.batch import KernelKMeans, KMeans, kernel_lloyd
-from streamkm._kernel_lloyd import _cluster_kernel_sums, _update_cluster_kernel_sums
+from streamkm._kernel_lloyd import (
+    FactoredGram,
+    _cluster_kernel_sums,
+    _update_cluster_kernel_sums,
+    feature_gram,
+)
 from streamkm.exceptions import NotFittedError, ParameterError, ValidationError
 from streamkm.kernels import KernelSpec, median_heuristic_gamma
 
@@ -84,6 +89,43 @@ def test_incremental_cluster_sums_equal_full_gemm():
     sums = _cluster_kernel_sums(kmat, old, 4)
     _update_cluster_kernel_sums(sums, kmat, moved, old, new)
     np.testing.assert_allclose(sums, _cluster_kernel_sums(kmat, new, 4), atol=1e-12)
+
+
+def test_factored_gram_runs_the_same_lloyd_as_the_formed_matrix():
+    # an explicit-feature kernel hands Lloyd F instead of F F^T: same labels, same objective
+    rng = np.random.default_rng(5)
+    features = rng.normal(size=(400, 6)) + np.repeat(rng.normal(scale=4, size=(4, 6)), 100, 0)
+    gram = feature_gram(features)
+    assert isinstance(gram, FactoredGram)
+    formed = features @ features.T
+    seeds = np.array([3, 150, 220, 390])
+    factored_run, formed_run = kernel_lloyd(gram, seeds), kernel_lloyd(formed, seeds)
+    np.testing.assert_array_equal(factored_run.labels, formed_run.labels)
+    assert factored_run.objective == pytest.approx(formed_run.objective, rel=1e-10)
+    assert factored_run.n_iter == formed_run.n_iter
+    old = rng.integers(0, 4, 400)
+    new = old.copy()
+    moved = rng.choice(400, 30, replace=False)
+    new[moved] = rng.integers(0, 4, 30)
+    sums = _cluster_kernel_sums(gram, old, 4)
+    _update_cluster_kernel_sums(sums, gram, moved, old, new)
+    np.testing.assert_allclose(sums, _cluster_kernel_sums(formed, new, 4), atol=1e-9)
+    # as many features as half the rows: the matrix is formed (cheaper)
+    assert isinstance(feature_gram(features[:12]), np.ndarray)
+
+
+def test_graph_kernel_predicts_its_own_labels_from_feature_sums():
+    x, y = make_circles(600, factor=0.4, noise=0.04, random_state=1)
+    model = KernelKMeans(2, kernel="heat", n_init=3, random_state=0).fit(x)
+    assert adjusted_rand_score(y, model.labels_) == 1.0
+    np.testing.assert_array_equal(model.predict(x), model.labels_)
+    # the feature-sum distances equal those from the kernel block with the fitted rows
+    members = np.eye(2)[model.labels_]
+    new = model.kernel_.prepare(x[:50])
+    block = model.kernel_.block(new, model.X_fit_)
+    expected = (model.kernel_.diagonal(new)[:, None] - 2 * block @ members / model.cluster_sizes_
+                + model.center_sq_norms_[None, :])
+    np.testing.assert_allclose(model.transform(x[:50]) ** 2, np.maximum(expected, 0), atol=1e-10)
 
 
 def test_best_start_separates_concentric_circles():
