@@ -23,6 +23,7 @@ __all__ = [
     "DecodeError",
     "SinkError",
     "TransportError",
+    "NoLevelSetError",
     "StorageError",
     "OutputRecordError",
 ]
@@ -34,6 +35,11 @@ class StreamkmError(Exception):
 
 class ValidationError(StreamkmError, ValueError):
     """Input data is not acceptable (not 2-D, not finite, wrong feature count, ...)."""
+
+
+class NoLevelSetError(ValidationError):
+    """The ``level_set`` kernel cannot be fitted: no density level set of the rows splits
+    into the requested number of pieces."""
 
 
 class InputTypeError(ValidationError, TypeError):

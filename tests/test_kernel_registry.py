@@ -105,8 +105,9 @@ def test_join_rows_grows_its_index_buffer_for_dense_neighbourhoods():
 
 def test_registry_lists_every_kernel_with_traits():
     assert set(KERNELS) == {"rbf", "laplacian", "polynomial", "cosine", "linear", "knn", "heat",
-                            "anchor"}
-    assert get_kernel_type("anchor").fitted and get_kernel_type("anchor").explicit_features
+                            "anchor", "level_set"}
+    for graph in ("anchor", "level_set"):
+        assert get_kernel_type(graph).fitted and get_kernel_type(graph).explicit_features
     assert get_kernel_type("rbf").normalized and get_kernel_type("rbf").shift_invariant
     assert get_kernel_type("linear").explicit_features
     assert get_kernel_type("knn").fitted and not get_kernel_type("knn").needs_gamma

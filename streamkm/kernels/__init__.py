@@ -1,8 +1,8 @@
 """Kernels K(x, y) = <phi(x), phi(y)>: a registry of kernel types and their resolved specs.
 
 Each kernel is one module registering a :class:`KernelType` (``rbf``, ``laplacian``,
-``polynomial``, ``cosine``, ``linear``, seed 002's graph kernels ``knn`` and ``heat``, and
-the anchor-graph heat kernel ``anchor``);
+``polynomial``, ``cosine``, ``linear``, seed 002's graph kernels ``knn`` and ``heat``, the
+anchor-graph heat kernel ``anchor`` and the density level-set kernel ``level_set``);
 :class:`KernelSpec` holds one with resolved parameters and computes kernel blocks.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from streamkm.kernels import (  # noqa: F401
-    anchor, cosine, heat, knn, laplacian, linear, polynomial, rbf,
+    anchor, cosine, heat, knn, laplacian, level_set, linear, polynomial, rbf,
 )
 from streamkm.kernels._auto import choose_auto_kernel
 from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_names, register

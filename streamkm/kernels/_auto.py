@@ -57,12 +57,15 @@ from streamkm._kernel_lloyd import (
     gram_diagonal,
     kernel_lloyd,
 )
+from streamkm._numba.anchor_graph import nearest_anchors
+from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels._graph import distinct_rows
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
 __all__ = ["AUTO_ANCHOR_ROWS", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS",
-           "DECISION_ROWS", "NCUT_MARGIN", "NCUT_RATIO", "choose_auto_kernel", "normalized_cut"]
+           "DECISION_ROWS", "LEVEL_SET_PAIRS", "LEVEL_SET_ROWS", "NCUT_MARGIN", "NCUT_RATIO",
+           "choose_auto_kernel", "normalized_cut"]
 
 AUTO_MIN_ROWS = 500
 DECISION_ROWS = 1000
@@ -90,6 +93,15 @@ _N_STARTS = 5
 #: the three-cluster, blobs and 16-d blobs decisions were unchanged
 _ANCHOR_STARTS = 10
 _MAX_ITER = 50
+#: step 5 fits the level-set kernel on at most this many offered rows, and fewer in many
+#: dimensions: at most ``LEVEL_SET_PAIRS / d`` pairs of rows (d features), at least
+#: ``DECISION_ROWS`` rows
+LEVEL_SET_ROWS = 5000
+LEVEL_SET_PAIRS = 10**8
+#: exponent factor of step 5's density-sharpened edge weights: with 1 (the heat kernel's
+#: density weights) a cut along the valley between two noisy rings (factor 0.6, noise
+#: 0.08) costs as much as cuts across both rings; with 2 it costs 0.1-0.2 of theirs
+_SHARPNESS = 2.0
 
 
 def normalized_cut(adjacency: sp.csr_matrix, labels: np.ndarray, n_clusters: int) -> float:
@@ -146,10 +158,11 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
     heat = KernelSpec("heat", options=AUTO_HEAT_OPTIONS).fit(rows, n_clusters)
     features = heat.fitted.landmark_features  # the decision rows are its landmarks
     adjacency = heat.fitted.landmark_affinity
-    cuts = {}
+    labels, cuts = {}, {}
     for name, kmat in (("width", width_spec.block(rows, rows)),
                        ("heat", feature_gram(features))):
-        cuts[name] = normalized_cut(adjacency, _kernel_lloyd(kmat, n_clusters, rng), n_clusters)
+        labels[name] = _kernel_lloyd(kmat, n_clusters, rng)
+        cuts[name] = normalized_cut(adjacency, labels[name], n_clusters)
     if cuts["heat"] < NCUT_RATIO * cuts["width"] and (
             cuts["width"] - cuts["heat"] > NCUT_MARGIN
             or cuts["heat"] <= _ZERO_CUT < _EDGE_CUT <= cuts["width"]):
@@ -158,11 +171,51 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
         # k separate pieces, found by heat: the median width may find them on these rows
         # and still cut across them in the fit (rings of factor 0.3, 1 seed in 10)
         return heat
-    anchor = _anchor_kernel(sample if landmarks is None else landmarks, n_clusters, rng)
-    features = anchor.prepare(rows)
-    anchor_labels = _kernel_lloyd(feature_gram(features), n_clusters, rng, _ANCHOR_STARTS)
-    anchor_cut = normalized_cut(adjacency, anchor_labels, n_clusters)
-    return anchor if anchor_cut <= cuts["width"] + _EDGE_CUT else width_spec
+    offered = sample if landmarks is None else landmarks
+    anchor = _anchor_kernel(offered, n_clusters, rng)
+    labels["anchor"] = _kernel_lloyd(feature_gram(anchor.prepare(rows)), n_clusters, rng,
+                                     _ANCHOR_STARTS)
+    anchor_cut = normalized_cut(adjacency, labels["anchor"], n_clusters)
+    chosen = anchor if anchor_cut <= cuts["width"] + _EDGE_CUT else width_spec
+    level = _level_set_kernel(offered, rows, heat.fitted.graph.landmark_adjacency, n_clusters,
+                              [labels["width"], labels["anchor"]])
+    return chosen if level is None else level
+
+
+def _level_set_kernel(offered: np.ndarray, rows: np.ndarray, adjacency: sp.csr_matrix,
+                      n_clusters: int, others: list[np.ndarray]) -> KernelSpec | None:
+    """Step 5: the level-set kernel fitted on the offered rows, when its partition of the
+    decision ``rows`` cuts clearly less of their density-sharpened graph than every
+    partition in ``others``; else None."""
+    budget_rows = int(np.sqrt(LEVEL_SET_PAIRS / max(offered.shape[1], 1)))
+    options = {"n_rows": min(LEVEL_SET_ROWS, max(DECISION_ROWS, budget_rows))}
+    try:
+        level = KernelSpec("level_set", options=options).fit(
+            np.ascontiguousarray(offered, dtype=np.float64), n_clusters)
+    except NoLevelSetError:
+        return None
+    state = level.fitted
+    sharp = _sharpened(adjacency, rows, state.anchors_t, int(level.options["n_neighbors"]))
+    level_cut = normalized_cut(sharp, np.argmax(level.prepare(rows), axis=1), n_clusters)
+    best_other = min(normalized_cut(sharp, other, n_clusters) for other in others)
+    if level_cut < NCUT_RATIO * best_other and best_other - level_cut > NCUT_MARGIN:
+        return level
+    return None
+
+
+def _sharpened(adjacency: sp.csr_matrix, rows: np.ndarray, anchors_t: np.ndarray,
+               n_neighbors: int) -> sp.csr_matrix:
+    """The 0/1 ``adjacency`` of the decision rows weighted exp(-s max(r2(x), r2(y)) / h2):
+    r2 a row's squared distance to its ``n_neighbors``-th nearest level-set anchor, h2 the
+    median positive r2, s = ``_SHARPNESS``."""
+    reach = min(n_neighbors, anchors_t.shape[1])
+    r2 = nearest_anchors(rows, anchors_t, reach)[1][:, reach - 1]
+    positive = r2[r2 > 0]
+    h2 = float(np.median(positive)) if positive.size else 1.0
+    sources = np.repeat(np.arange(adjacency.shape[0]), np.diff(adjacency.indptr))
+    reach2 = np.maximum(r2[sources], r2[adjacency.indices])
+    weights = np.maximum(np.exp(-_SHARPNESS * reach2 / h2), np.finfo(np.float64).tiny)
+    return sp.csr_matrix((weights, adjacency.indices, adjacency.indptr), shape=adjacency.shape)
 
 
 def _anchor_kernel(rows: np.ndarray, n_clusters: int, rng: np.random.Generator) -> KernelSpec:
