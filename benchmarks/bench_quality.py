@@ -13,14 +13,17 @@ Sections (each prints a markdown table):
 2. PenDigits: the feature-space norm bound gamma = max_x sqrt(K(x, x)) of knn / heat /
    Gaussian (kernels fitted on all of PenDigits), next to the paper's table (0.00100,
    0.0477, 1), with ARI / NMI.
-3. Early stop: ``fit`` with defaults vs a 200-step run (ARI difference, steps, time ratio).
+3. Early stop: ``fit`` with defaults vs a 200-step run (ARI difference, steps, time ratio,
+   and the share of the 200-step fit's time spent before its steps).
 4. PenDigits time: ``fit`` with defaults vs exact ``streamkm.batch.KernelKMeans`` with the
-   same kernel and gamma, interleaved, ``--repeats`` times.
+   same kernel and gamma (for a kernel with explicit features also the same Lloyd run on
+   the formed n x n matrix), interleaved, ``--repeats`` times.
 5. Sparse planted-topic TF-IDF: ApproxSVD + engine vs scikit-learn TruncatedSVD + the same
    engine at the same r (NMI).
 6. ``grid``: the issue's non-convex grid, defaults only: ``make_moons`` (n 2000-20000, noise
    0.05-0.1) and ``make_circles`` (factor 0.3-0.6, noise 0.03-0.08), seeds 0..``--seeds``-1:
-   ARI median (min-max), seeds with ARI >= 0.95, the kernel "auto" chose (h heat, r rbf),
+   ARI median (min-max), seeds with ARI >= 0.95, the kernel "auto" chose (h heat, a
+   anchor, l level_set, r rbf),
    and the median-width rbf's ARI next to it.
 7. ``scaling`` (not in the default sections): default fit vs exact kernel k-means as n grows
    (5,500-33,000 rows of 16-d blobs, 10 centers), interleaved, ``--repeats`` times.

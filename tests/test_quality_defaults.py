@@ -267,8 +267,8 @@ def test_checkpoint_with_a_numeric_gamma_still_loads(tmp_path):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_defaults_separate_moons_and_rings(seed):
     """Defaults only (gamma="auto", default n_init) on moons and rings from clean to noisy
-    (the 10-seed grid is in docs/benchmarks.md; the corner auto does not reach, rings with
-    factor 0.6 and noise 0.08, is documented in docs/kernels.md)."""
+    (the 10-seed grid is in docs/benchmarks.md; the noisiest rings, factor 0.6 with noise
+    0.08, take the level-set kernel: tests/test_level_set_kernel.py)."""
     from sklearn.datasets import make_circles, make_moons
 
     for x, y in (make_moons(2000, noise=0.05, random_state=seed),

@@ -66,8 +66,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         Number of clusters k.
     kernel : str, default="rbf"
         A registered kernel (:func:`streamkm.kernels.kernel_names`): "rbf", "laplacian",
-        "polynomial", "cosine", "linear", seed 002's graph kernels "knn" and "heat", or
-        "anchor" (the heat kernel of an anchor graph); graph kernels are fitted on
+        "polynomial", "cosine", "linear", seed 002's graph kernels "knn" and "heat",
+        "anchor" (the heat kernel of an anchor graph) or "level_set" (the indicator of
+        the k connected pieces of the data's densest rows); graph kernels are fitted on
         landmark rows (all of X in :meth:`fit`, the initialisation sample in streaming;
         see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
@@ -82,7 +83,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         exactly k pieces; else the anchor-graph kernel (fitted on X in :meth:`fit`, at
         most 20,000 of its rows) when its partition cuts no more of that graph than the
         median width's (most convex and real data: digits, PenDigits); else the median
-        width. Always the median width with drift handling, raw rows for re-sketching or
+        width. The density level-set kernel replaces that choice when its partition cuts
+        clearly less of a density-sharpened graph than both (rings so noisy that the
+        heat kernel's graph joins them). Always the median width with drift handling, raw rows for re-sketching or
         explicit ``kernel_params``, and below max(500, 20 k) distinct sample rows (in
         streaming the sample is the first batch: make the first :meth:`partial_fit` call
         at least that large). Pass ``gamma="median"`` or a number to keep rbf itself. The
@@ -92,7 +95,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         Kernel options: ``n_neighbors`` (knn, heat; default 30), ``t``, ``n_components``,
         ``dense_limit`` and ``weights`` (heat: ``"binary"`` or ``"density"``);
         ``n_anchors`` (default 1500), ``n_nearest`` (10), ``t`` and ``n_components`` (50)
-        (anchor).
+        (anchor); ``n_neighbors`` (20), ``graph_neighbors`` (10), ``n_nearest`` (10),
+        ``min_keep`` (0.75), ``min_size`` (0.05) and ``n_rows`` (5000) (level_set).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0
