@@ -177,25 +177,29 @@ def test_leader_counts_exactly_and_replays_deterministically() -> None:
 
 
 def _stream(data: str, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.datasets import make_blobs, make_moons
+    from sklearn.datasets import make_blobs, make_circles, make_moons
 
     if data == "moons":
         return make_moons(n, noise=0.08, random_state=seed)
+    if data == "rings":
+        return make_circles(n, factor=0.4, noise=0.05, random_state=seed)
     return make_blobs(n, centers=5, random_state=seed - 1)
 
 
-@pytest.mark.parametrize("data, kernel, k, floor", [("moons", "heat", 2, 0.95),
-                                                    ("blobs", "anchor", 5, 0.8)])
+@pytest.mark.parametrize("data, kernel, k, floor, asked", [
+    ("moons", "heat", 2, 0.95, "rbf"), ("blobs", "anchor", 5, 0.8, "rbf"),
+    ("rings", "level_set", 2, 0.95, "level_set")])
 def test_a_leader_publishes_the_auto_graph_kernel(data: str, kernel: str, k: int,
-                                                  floor: float) -> None:
+                                                  floor: float, asked: str) -> None:
     """The first model's "auto" decision runs on the rows buffered from every partition: on
     moons it resolves to the heat kernel, on these blobs to the anchor-graph kernel; the
-    fitted kernel (graph and spectrum, or anchors and feature map) travels in the version,
-    so members predict with it and a successor leader goes on from it identically."""
+    fitted kernel (graph and spectrum, anchors and feature map, or the level set's pieces,
+    asked for by name) travels in the version, so members predict with it and a successor
+    leader goes on from it identically."""
     from sklearn.metrics import adjusted_rand_score
 
     def new_model() -> MiniBatchKernelKMeans:
-        return MiniBatchKernelKMeans(k, random_state=0)
+        return MiniBatchKernelKMeans(k, kernel=asked, random_state=0)
 
     x, y = _stream(data, 1, 4000)
     messages = [Fence("p0", "a", "w"), Fence("p1", "b", "w")]

@@ -17,7 +17,8 @@ def _config(**model: object) -> dict:
 
 
 @pytest.mark.parametrize("model", [{"kernel": "heat"}, {"kernel": "knn"}, {"kernel": "anchor"},
-                                   {"gamma": "eigengap"}, {"gamma": 0.5}, {"tau": 50}])
+                                   {"kernel": "level_set"}, {"gamma": "eigengap"},
+                                   {"gamma": 0.5}, {"tau": 50}])
 def test_what_the_estimator_accepts_the_config_accepts(model: dict) -> None:
     config = config_from_mapping(_config(**model), env={})
     assert config.model.estimator_params()["n_clusters"] == 3
