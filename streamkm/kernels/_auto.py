@@ -185,8 +185,8 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
         # k separate pieces, found by heat: the median width may find them on these rows
         # and still cut across them in the fit (rings of factor 0.3, 1 seed in 10)
         return heat
-    offered = sample if landmarks is None else landmarks
-    anchor = _anchor_kernel(offered, n_clusters, rng)
+    offered = _offered_rows(sample if landmarks is None else landmarks, rng)
+    anchor = KernelSpec("anchor").fit(offered, n_clusters)
     labels["anchor"] = _kernel_lloyd(feature_gram(anchor.prepare(rows)), n_clusters, rng,
                                      _ANCHOR_STARTS)
     anchor_cut = normalized_cut(adjacency, labels["anchor"], n_clusters)
@@ -198,14 +198,13 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
 
 def _level_set_kernel(offered: np.ndarray, rows: np.ndarray, adjacency: sp.csr_matrix,
                       n_clusters: int, others: list[np.ndarray]) -> KernelSpec | None:
-    """Step 5: the level-set kernel fitted on the offered rows, when its partition of the
-    decision ``rows`` cuts clearly less of their density-sharpened graph than every
-    partition in ``others``; else None."""
+    """Step 5: the level-set kernel fitted on the ``offered`` rows (float64), when its
+    partition of the decision ``rows`` cuts clearly less of their density-sharpened graph
+    than every partition in ``others``; else None."""
     budget_rows = int(np.sqrt(LEVEL_SET_PAIRS / max(offered.shape[1], 1)))
     options = {"n_rows": min(LEVEL_SET_ROWS, max(DECISION_ROWS, budget_rows))}
     try:
-        level = KernelSpec("level_set", options=options).fit(
-            np.ascontiguousarray(offered, dtype=np.float64), n_clusters)
+        level = KernelSpec("level_set", options=options).fit(offered, n_clusters)
     except NoLevelSetError:
         return None
     state = level.fitted
@@ -232,8 +231,9 @@ def _sharpened(adjacency: sp.csr_matrix, rows: np.ndarray, anchors_t: np.ndarray
     return sp.csr_matrix((weights, adjacency.indices, adjacency.indptr), shape=adjacency.shape)
 
 
-def _anchor_kernel(rows: np.ndarray, n_clusters: int, rng: np.random.Generator) -> KernelSpec:
-    """The anchor-graph kernel fitted on at most ``AUTO_ANCHOR_ROWS`` of ``rows``."""
+def _offered_rows(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """At most ``AUTO_ANCHOR_ROWS`` of the offered ``rows`` (drawn at random), float64: the
+    rows steps 4 and 5 fit their kernels on."""
     if rows.shape[0] > AUTO_ANCHOR_ROWS:
         rows = rows[np.sort(rng.choice(rows.shape[0], AUTO_ANCHOR_ROWS, replace=False))]
-    return KernelSpec("anchor").fit(np.ascontiguousarray(rows, dtype=np.float64), n_clusters)
+    return np.ascontiguousarray(rows, dtype=np.float64)
