@@ -13,7 +13,7 @@ from streamkm import MiniBatchKernelKMeans
 from streamkm.batch import KernelKMeans
 from streamkm.exceptions import NoLevelSetError, ParameterError, StateError, StreamkmError
 from streamkm.kernels import KernelSpec
-from streamkm.kernels.level_set import density_radii
+from streamkm.kernels.level_set import density_radii, density_scores
 from streamkm.state_io import read_npz, write_npz_atomic
 
 
@@ -22,13 +22,18 @@ def _noisy_rings(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.unit
-def test_density_radii_and_neighbours_match_numpy():
+def test_density_radii_scores_and_neighbours_match_numpy():
     rows = np.random.default_rng(0).normal(size=(300, 3))
     r2, neighbors = density_radii(rows, 7, 4)
     d2 = ((rows[:, None, :] - rows[None, :, :]) ** 2).sum(axis=2)
     order = np.argsort(d2, axis=1, kind="stable")
-    np.testing.assert_allclose(r2, np.take_along_axis(d2, order[:, 7:8], axis=1)[:, 0])
-    np.testing.assert_array_equal(neighbors, order[:, 1:5])
+    expected_r2 = np.take_along_axis(d2, order[:, 7:8], axis=1)[:, 0]
+    np.testing.assert_allclose(r2, expected_r2)
+    np.testing.assert_array_equal(neighbors, order[:, 1:8])
+    around = expected_r2[order[:, 1:8]].mean(axis=1)
+    for relative in (0.0, 0.5, 1.0):
+        np.testing.assert_allclose(density_scores(r2, neighbors, 7, relative),
+                                   expected_r2 / around**relative)
 
 
 @pytest.mark.unit
@@ -54,6 +59,19 @@ def test_level_set_kernel_finds_the_rings_no_width_separates():
 
 
 @pytest.mark.unit
+def test_a_sparse_ring_is_kept_whole_beside_a_dense_one():
+    # the inner ring is 3x denser: ranked by density alone, the outer one falls apart into
+    # arcs before the gap empties; scored relative to its neighbourhood it stays whole
+    for seed in (2, 3):
+        x, y = make_circles(4800, factor=0.3, noise=0.03, random_state=seed)
+        x, y = x[:1600], y[:1600]
+        spec = KernelSpec("level_set").fit(x, 2)
+        assert adjusted_rand_score(y, spec.prepare(x).argmax(axis=1)) == 1.0
+        with pytest.raises(NoLevelSetError):
+            KernelSpec("level_set", options={"relative": 0.0}).fit(x, 2)
+
+
+@pytest.mark.unit
 def test_rows_without_a_k_piece_level_set_are_refused_by_name():
     x = np.random.default_rng(1).normal(size=(2000, 2))  # one Gaussian: one piece
     with pytest.raises(NoLevelSetError, match="n_clusters=2") as info:
@@ -66,7 +84,8 @@ def test_rows_without_a_k_piece_level_set_are_refused_by_name():
 @pytest.mark.unit
 @pytest.mark.parametrize("option, value", [("n_neighbors", 0), ("graph_neighbors", 1.5),
                                            ("min_keep", 0.99), ("min_size", -0.1),
-                                           ("n_rows", True), ("min_keep", "high")])
+                                           ("n_rows", True), ("min_keep", "high"),
+                                           ("relative", 1.5)])
 def test_level_set_options_are_checked(option, value):
     with pytest.raises(ParameterError, match=repr(value).replace(".", r"\.")):
         MiniBatchKernelKMeans(2, kernel="level_set", kernel_params={option: value}).fit(

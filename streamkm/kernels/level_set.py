@@ -5,9 +5,15 @@ view behind DBSCAN and HDBSCAN), given to kernel k-means as a kernel. On ``fit``
 clusters:
 
 1. Each fitted row's density radius r(x) is the distance to its ``n_neighbors``-th
-   nearest other row (a small radius is a high density).
+   nearest other row (a small radius is a high density), and its score
+   r2(x) / m(x)^a, m(x) the mean r2 of those neighbours and a = ``relative``: a = 0
+   ranks rows by density (a global level set), a = 1 by density relative to their
+   neighbourhood (a local outlier factor: a sparse cluster is kept as whole as a dense
+   one). The default 0.5 is between: on two noisy rings (factor 0.6, noise 0.08, n 2000)
+   a = 0 found the rings in 9 of 10 seeds, 0.5 in 10, 0.75 in 9, 1 in 5; on rings of
+   unequal density (factor 0.3, noise 0.03, 1600 rows) a = 0 in 0 of 6, 0.5 in 5, 1 in 6.
 2. For kept fractions q = 0.95, 0.90, ... down to ``min_keep``: the core is the fraction
-   q of rows with the smallest radii, each core row joined to those of its
+   q of rows with the lowest scores, each core row joined to those of its
    ``graph_neighbors`` nearest rows that are core rows too. The first q at which exactly
    k connected pieces of the core hold at least ``min_size`` of it each gives the
    clusters; the rows of those pieces are the kernel's anchors, labelled by piece.
@@ -21,7 +27,7 @@ K(x, y) = <f(x), f(y)> and kernel k-means with k clusters finds the pieces (the 
 of rows deep inside piece j are the j-th unit vector; rows between pieces are split by
 the pieces their nearest anchors belong to).
 
-The rule is scale-free (radii are only ranked, weights are relative to each row's own
+The rule is scale-free (scores are only ranked, weights are relative to each row's own
 distances). It separates clusters that a density valley separates even where no kernel
 width does (two noisy rings), and it needs many rows per cluster in a low-dimensional
 space: in high dimensions density radii hardly differ. ``gamma="auto"`` takes it only
@@ -47,7 +53,7 @@ from streamkm.kernels._graph import distinct_rows, row_blocks
 from streamkm.kernels._registry import KernelType, register
 from streamkm.kernels.anchor import anchor_weights
 
-__all__ = ["LevelSet", "LevelSetState", "density_radii", "fit_level_set"]
+__all__ = ["LevelSet", "LevelSetState", "density_radii", "density_scores", "fit_level_set"]
 
 #: the kept fractions tried step down by this much from the first
 _KEEP_STEP = 0.05
@@ -84,13 +90,26 @@ class LevelSetState:
 def density_radii(rows: np.ndarray, n_neighbors: int,
                   graph_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
     """Squared density radii of distinct float64 ``rows`` (distance to the
-    ``n_neighbors``-th nearest other row) and each row's ``graph_neighbors`` nearest other
-    rows, nearest first."""
+    ``n_neighbors``-th nearest other row) and each row's max(``n_neighbors``,
+    ``graph_neighbors``) nearest other rows, nearest first."""
     reach = min(max(n_neighbors, graph_neighbors), rows.shape[0] - 1)
     indices, sq = nearest_anchors(rows, np.ascontiguousarray(rows.T), reach + 1)
     # distinct rows: a row is its own nearest, alone at distance 0
     r2 = sq[:, min(n_neighbors, reach)]
-    return r2, np.ascontiguousarray(indices[:, 1:min(graph_neighbors, reach) + 1])
+    return r2, np.ascontiguousarray(indices[:, 1:])
+
+
+def density_scores(r2: np.ndarray, neighbors: np.ndarray, n_neighbors: int,
+                   relative: float) -> np.ndarray:
+    """r2(x) / mean(r2 of x's ``n_neighbors`` nearest rows) ** ``relative``: rows are kept
+    in increasing order of it. 0 ranks by density alone (a global level set), 1 by density
+    relative to the neighbourhood (each region on its own scale)."""
+    if relative == 0.0:
+        return r2
+    around = r2[neighbors[:, :n_neighbors]].mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = r2 / around**relative
+    return np.where(around > 0, score, 0.0)
 
 
 def _pieces(neighbors: np.ndarray, core: np.ndarray) -> tuple[int, np.ndarray]:
@@ -106,8 +125,8 @@ def _pieces(neighbors: np.ndarray, core: np.ndarray) -> tuple[int, np.ndarray]:
 
 
 def fit_level_set(rows: np.ndarray, n_clusters: int, n_neighbors: int, graph_neighbors: int,
-                  n_nearest: int, min_keep: float, min_size: float,
-                  n_rows: int) -> LevelSetState:
+                  n_nearest: int, min_keep: float, min_size: float, n_rows: int,
+                  relative: float) -> LevelSetState:
     """The level-set kernel of float64 ``rows`` with ``n_clusters`` pieces (module
     docstring); :class:`NoLevelSetError` when no kept fraction gives them."""
     distinct = distinct_rows(rows)
@@ -121,7 +140,8 @@ def fit_level_set(rows: np.ndarray, n_clusters: int, n_neighbors: int, graph_nei
             f"{n} distinct rows are too few for a level set of n_clusters={n_clusters} pieces"
         )
     r2, neighbors = density_radii(distinct, n_neighbors, graph_neighbors)
-    order = np.argsort(r2, kind="stable")
+    order = np.argsort(density_scores(r2, neighbors, n_neighbors, relative), kind="stable")
+    neighbors = neighbors[:, :graph_neighbors]
     keep = _FIRST_KEEP
     while keep >= min_keep - 1e-9:
         core = np.zeros(n, dtype=bool)
@@ -156,7 +176,7 @@ class LevelSet(KernelType):
     explicit_features = True
     fitted = True
     option_defaults = {"n_neighbors": 20, "graph_neighbors": 10, "n_nearest": 10,
-                       "min_keep": 0.75, "min_size": 0.05, "n_rows": 5000}
+                       "min_keep": 0.75, "min_size": 0.05, "n_rows": 5000, "relative": 0.5}
 
     def check(self, params):
         o = params.options
@@ -164,6 +184,10 @@ class LevelSet(KernelType):
             check_positive_int(key, o[key])
         _check_fraction("min_keep", o["min_keep"], 0.05)
         _check_fraction("min_size", o["min_size"], 0.0)
+        relative = o["relative"]
+        if isinstance(relative, bool) or not isinstance(relative, (int, float, np.floating)) \
+                or not 0.0 <= float(relative) <= 1.0:
+            raise ParameterError(f"relative must be a number in [0, 1], got {relative!r}")
 
     def fit(self, params, landmarks, n_clusters=None):
         if n_clusters is None:
@@ -173,7 +197,7 @@ class LevelSet(KernelType):
         return fit_level_set(np.ascontiguousarray(landmarks, dtype=np.float64), int(n_clusters),
                              int(o["n_neighbors"]), int(o["graph_neighbors"]),
                              int(o["n_nearest"]), float(o["min_keep"]), float(o["min_size"]),
-                             int(o["n_rows"]))
+                             int(o["n_rows"]), float(o["relative"]))
 
     def prepare(self, params, x):
         state: LevelSetState = params.fitted

@@ -174,33 +174,41 @@ N_STREAM = 4800
 
 
 def _graph_kernel_stream(shape: str) -> tuple[np.ndarray, np.ndarray, int]:
-    from sklearn.datasets import make_blobs, make_moons
+    from sklearn.datasets import make_blobs, make_circles, make_moons
 
     if shape == "moons":
         x, labels = make_moons(N_STREAM, noise=0.08, random_state=3)
+        return x, labels, 2
+    if shape == "rings":
+        x, labels = make_circles(N_STREAM, factor=0.4, noise=0.05, random_state=3)
         return x, labels, 2
     x, labels = make_blobs(N_STREAM, centers=5, random_state=0)
     return x, labels, 5
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape, kernel, floor", [("moons", "heat", 0.95),
-                                                  ("blobs", "anchor", 0.8)])
+@pytest.mark.parametrize("shape, kernel, floor, asked", [
+    ("moons", "heat", 0.95, None), ("blobs", "anchor", 0.8, None),
+    ("rings", "level_set", 0.95, "level_set")])
 def test_sigkill_recovery_keeps_the_auto_graph_kernel(tmp_path: Path, service_process,
                                                       shape: str, kernel: str,
-                                                      floor: float) -> None:
+                                                      floor: float, asked: str | None) -> None:
     """The default gamma="auto" resolves on the first batch to a graph kernel: the heat
     kernel on moons (its graph and spectrum go into every checkpoint), the anchor-graph
-    kernel on these blobs (its anchors and feature map). A service killed and restarted
-    four times ends with the uninterrupted run's model and outputs, bit for bit, and its
-    assignments find the clusters."""
+    kernel on these blobs (its anchors and feature map); the level-set kernel (its pieces'
+    rows and labels) is asked for by name. A service killed and restarted four times ends
+    with the uninterrupted run's model and outputs, bit for bit, and its assignments find
+    the clusters."""
     from sklearn.metrics import adjusted_rand_score
 
     x, labels, k = _graph_kernel_stream(shape)
     data = tmp_path / "stream.jsonl"
     data.write_bytes(b"".join(json.dumps({"id": f"m{i}", "x": row.tolist()}).encode() + b"\n"
                               for i, row in enumerate(x)))
-    settings = {"dim": 2, "model": f"n_clusters = {k}\nrandom_state = 11", "batch_size": 600}
+    model = f"n_clusters = {k}\nrandom_state = 11"
+    if asked is not None:
+        model += f'\nkernel = "{asked}"'
+    settings = {"dim": 2, "model": model, "batch_size": 600}
 
     reference = tmp_path / "reference"
     reference.mkdir()
