@@ -208,7 +208,8 @@ def test_sigkill_recovery_keeps_the_auto_graph_kernel(tmp_path: Path, service_pr
     model = f"n_clusters = {k}\nrandom_state = 11"
     if asked is not None:
         model += f'\nkernel = "{asked}"'
-    settings = {"dim": 2, "model": model, "batch_size": 600}
+    # the level set needs the first batch to hold enough of each ring
+    settings = {"dim": 2, "model": model, "batch_size": 1200 if asked else 600}
 
     reference = tmp_path / "reference"
     reference.mkdir()
