@@ -96,7 +96,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         ``dense_limit`` and ``weights`` (heat: ``"binary"`` or ``"density"``);
         ``n_anchors`` (default 1500), ``n_nearest`` (10), ``t`` and ``n_components`` (50)
         (anchor); ``n_neighbors`` (20), ``graph_neighbors`` (10), ``n_nearest`` (10),
-        ``min_keep`` (0.75), ``min_size`` (0.05) and ``n_rows`` (5000) (level_set).
+        ``min_keep`` (0.75), ``min_size`` (0.05), ``n_rows`` (5000) and ``relative`` (0.5)
+        (level_set).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0
