@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from streamkm.exceptions import ParameterError
+from streamkm.kernels._graph import row_blocks
+from streamkm.kernels._registry import KernelType
 
-__all__ = ["check_diffusion_time", "check_positive_int", "inv_norms", "pairwise_subsample",
-           "row_sq_norms"]
+__all__ = ["InnerProductKernel", "check_diffusion_time", "check_positive_int",
+           "features_by_blocks", "inv_norms", "pairwise_subsample", "row_sq_norms"]
 
 MEDIAN_SAMPLE = 1000
 
@@ -46,3 +50,26 @@ def check_diffusion_time(t: object) -> None:
         return
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t <= 0:
         raise ParameterError(f"t must be a positive finite number or 'auto', got {t!r}")
+
+
+class InnerProductKernel(KernelType):
+    """A kernel given by explicit features: K(x, y) = <f(x), f(y)> of prepared rows f(x)
+    (the identity for ``linear``; a fitted feature map for the graph kernels)."""
+
+    explicit_features = True
+
+    def block(self, params, x, y, x_sq, y_sq):
+        return x @ y.T
+
+    def diagonal(self, params, x):
+        return row_sq_norms(x).astype(x.dtype, copy=False)
+
+
+def features_by_blocks(features: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+                       width: int) -> np.ndarray:
+    """``features`` of the rows of x, computed a block of rows at a time (their sparse
+    joins are never built for all of x at once), shape (n, ``width``) in x's dtype."""
+    out = np.empty((x.shape[0], width), dtype=x.dtype)
+    for block in row_blocks(x.shape[0]):
+        out[block] = features(x[block])
+    return out

@@ -42,9 +42,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamkm._numba.anchor_graph import nearest_anchors
-from streamkm.kernels._common import check_diffusion_time, check_positive_int, row_sq_norms
+from streamkm.kernels._common import (InnerProductKernel, check_diffusion_time,
+                                     check_positive_int, features_by_blocks)
 from streamkm.kernels._graph import distinct_rows, row_blocks
-from streamkm.kernels._registry import KernelType, register
+from streamkm.kernels._registry import register
 from streamkm.kernels._spectral import (MIN_EIGENVALUE, auto_diffusion_time,
                                         leading_eigenpairs, significant_eigenpairs)
 
@@ -125,9 +126,8 @@ def fit_anchor_graph(rows: np.ndarray, n_anchors: int, n_nearest: int, t: float 
 
 
 @register
-class Anchor(KernelType):
+class Anchor(InnerProductKernel):
     name = "anchor"
-    explicit_features = True
     fitted = True
     option_defaults = {"n_anchors": 1500, "n_nearest": 10, "t": "auto", "n_components": 50}
 
@@ -145,16 +145,7 @@ class Anchor(KernelType):
 
     def prepare(self, params, x):
         state: AnchorState = params.fitted
-        out = np.empty((x.shape[0], state.eigenvalues.shape[0]), dtype=x.dtype)
-        for block in row_blocks(x.shape[0]):
-            out[block] = state.features(x[block])
-        return out
-
-    def block(self, params, x, y, x_sq, y_sq):
-        return x @ y.T
-
-    def diagonal(self, params, x):
-        return row_sq_norms(x).astype(x.dtype, copy=False)
+        return features_by_blocks(state.features, x, state.eigenvalues.shape[0])
 
     def fitted_to_arrays(self, fitted):
         return ({"kernel_anchors": fitted.anchors, "kernel_anchor_projection": fitted.projection,

@@ -31,9 +31,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamkm.exceptions import ParameterError
-from streamkm.kernels._common import check_diffusion_time, check_positive_int, row_sq_norms
+from streamkm.kernels._common import (InnerProductKernel, check_diffusion_time,
+                                     check_positive_int)
 from streamkm.kernels._graph import LandmarkGraph, row_blocks
-from streamkm.kernels._registry import KernelType, register
+from streamkm.kernels._registry import register
 from streamkm.kernels._spectral import (MIN_EIGENVALUE, auto_diffusion_time,
                                         dense_eigenpairs, leading_eigenpairs,
                                         significant_eigenpairs, weight_cutoff)
@@ -183,9 +184,8 @@ def _extension(state: HeatState, x: np.ndarray) -> np.ndarray:
 
 
 @register
-class Heat(KernelType):
+class Heat(InnerProductKernel):
     name = "heat"
-    explicit_features = True
     fitted = True
     option_defaults = {"n_neighbors": 30, "t": "auto", "n_components": 50, "dense_limit": 2000,
                        "weights": "binary"}
@@ -228,12 +228,6 @@ class Heat(KernelType):
             placed[block] = _extension(state, new_rows[block])
         out[~hit] = placed
         return np.ascontiguousarray(out, dtype=x.dtype)
-
-    def block(self, params, x, y, x_sq, y_sq):
-        return x @ y.T
-
-    def diagonal(self, params, x):
-        return row_sq_norms(x).astype(x.dtype, copy=False)
 
     def fitted_to_arrays(self, fitted):
         arrays = fitted.graph.to_arrays("kernel_")

@@ -48,9 +48,9 @@ from scipy.sparse.csgraph import connected_components
 
 from streamkm._numba.anchor_graph import nearest_anchors
 from streamkm.exceptions import NoLevelSetError, ParameterError, StateError
-from streamkm.kernels._common import check_positive_int, row_sq_norms
-from streamkm.kernels._graph import distinct_rows, row_blocks
-from streamkm.kernels._registry import KernelType, register
+from streamkm.kernels._common import InnerProductKernel, check_positive_int, features_by_blocks
+from streamkm.kernels._graph import distinct_rows
+from streamkm.kernels._registry import register
 from streamkm.kernels.anchor import anchor_weights
 
 __all__ = ["LevelSet", "LevelSetState", "density_radii", "density_scores", "fit_level_set"]
@@ -171,9 +171,8 @@ def _check_fraction(name: str, value: object, low: float) -> None:
 
 
 @register
-class LevelSet(KernelType):
+class LevelSet(InnerProductKernel):
     name = "level_set"
-    explicit_features = True
     fitted = True
     option_defaults = {"n_neighbors": 20, "graph_neighbors": 10, "n_nearest": 10,
                        "min_keep": 0.75, "min_size": 0.05, "n_rows": 5000, "relative": 0.5}
@@ -201,16 +200,7 @@ class LevelSet(KernelType):
 
     def prepare(self, params, x):
         state: LevelSetState = params.fitted
-        out = np.empty((x.shape[0], state.n_pieces), dtype=x.dtype)
-        for block in row_blocks(x.shape[0]):
-            out[block] = state.features(x[block])
-        return out
-
-    def block(self, params, x, y, x_sq, y_sq):
-        return x @ y.T
-
-    def diagonal(self, params, x):
-        return row_sq_norms(x).astype(x.dtype, copy=False)
+        return features_by_blocks(state.features, x, state.n_pieces)
 
     def fitted_to_arrays(self, fitted):
         return ({"kernel_anchors": fitted.anchors, "kernel_anchor_labels": fitted.labels},
