@@ -86,7 +86,8 @@ def engine_only(x: np.ndarray, k: int, dtype: str, mode: str) -> dict[str, float
         updated += bool(model.step(xs[start:start + BATCH]).updated)
     seconds = time.perf_counter() - t0
     steps = (len(xs) - BATCH) // BATCH
-    return {"rate": (len(xs) - BATCH) / seconds, "updates": updated / steps}
+    return {"rate": (len(xs) - BATCH) / seconds, "updates": updated / steps,
+            "kernel": model.kernel_.name}
 
 
 def service_config(folder: Path, source: dict[str, Any], fmt: str, dim: int, k: int,
@@ -163,11 +164,12 @@ def summary(values: list[float], fmt: str = ",.0f") -> str:
 
 
 def engine_part(tmp: Path, repeats: int, k: int) -> None:
-    print(f"## Service from a file vs the engine alone (k={k}, rbf, tau=200, batch {BATCH}, "
+    print(f"## Service from a file vs the engine alone (k={k}, rbf with gamma auto: the kernel "
+          f"it resolved to on the first batch is the kernel column, tau=200, batch {BATCH}, "
           f"{repeats} interleaved repeats, median (min-max))\n")
-    print("| format | dtype | d | records | model | updates | engine rec/s | service rec/s "
-          "| service / engine | service time: read / decode / engine / sinks |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| format | dtype | d | records | kernel | model | updates | engine rec/s "
+          "| service rec/s | service / engine | service time: read / decode / engine / sinks |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for fmt, dtype, dim, n in ENGINE_ROWS:
         x = make_data(n, dim, k)
         data = tmp / f"in-{fmt}-{dim}"
@@ -193,7 +195,7 @@ def engine_part(tmp: Path, repeats: int, k: int) -> None:
                 for key, values in shares.items():
                     values.append(s[key])
             split = " / ".join(f"{100 * statistics.median(v):.0f}%" for v in shares.values())
-            print(f"| {fmt} | {dtype} | {dim} | {n:,} | {mode} | "
+            print(f"| {fmt} | {dtype} | {dim} | {n:,} | {e['kernel']} | {mode} | "
                   f"{100 * statistics.median(updates):.0f}% | {summary(engine)} | "
                   f"{summary(service)} | {summary(ratios, '.2f')} | {split} |", flush=True)
     print()

@@ -27,6 +27,8 @@ Sections (each prints a markdown table):
    and the median-width rbf's ARI next to it.
 7. ``scaling`` (not in the default sections): default fit vs exact kernel k-means as n grows
    (5,500-33,000 rows of 16-d blobs, 10 centers), interleaved, ``--repeats`` times.
+8. ``levelset`` (not in the default sections): the level-set kernel's fit on the rows
+   ``gamma="auto"``'s step 5 offers it (rings, PenDigits, 256-d blobs), ``--repeats`` times.
 """
 
 from __future__ import annotations
@@ -282,6 +284,36 @@ def section_grid(seeds: int) -> None:
               flush=True)
 
 
+def section_level_set_cost(repeats: int) -> None:
+    """What auto's step 5 costs: the level-set kernel's fit on the rows it is offered (at
+    most 20,000; of those at most ``LEVEL_SET_ROWS``, fewer in many dimensions), one thread,
+    ``repeats`` times."""
+    from streamkm.exceptions import NoLevelSetError
+    from streamkm.kernels import KernelSpec
+    from streamkm.kernels._auto import DECISION_ROWS, LEVEL_SET_PAIRS, LEVEL_SET_ROWS
+
+    cases = [("rings (n 20000, factor 0.6, noise 0.08), k 2",
+              make_circles(20000, factor=0.6, noise=0.08, random_state=0)[0], 2),
+             ("PenDigits, k 10", pendigits()[0], 10),
+             ("blobs (n 20000, d 256, 10 centers), k 10",
+              make_blobs(20000, n_features=256, centers=10, random_state=0)[0], 10)]
+    print("\n| rows offered | rows the level set is fitted on | level set of k pieces "
+          "| fit s |")
+    print("|---|---|---|---|")
+    for name, x, k in cases:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        rows = min(LEVEL_SET_ROWS, max(DECISION_ROWS, int(np.sqrt(LEVEL_SET_PAIRS / x.shape[1]))))
+        seconds, found = [], "found"
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            try:
+                KernelSpec("level_set", options={"n_rows": rows}).fit(x, k)
+            except NoLevelSetError:
+                found = "none"
+            seconds.append(time.perf_counter() - t0)
+        print(f"| {name} | {rows:,} | {found} | {summary(seconds)} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
@@ -308,6 +340,8 @@ def main() -> None:
         section_scaling(args.repeats)
     if "grid" in wanted:
         section_grid(args.seeds)
+    if "levelset" in wanted:
+        section_level_set_cost(args.repeats)
 
 
 if __name__ == "__main__":
