@@ -45,7 +45,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     "full-batch kernel k-means" the mini-batch engine is measured against. Memory is one
     n x n matrix in X's dtype (n = 20,000: 1.6 GB in float32, 3.2 GB in float64); an
     assignment step costs one n x n x k GEMM, or less when few labels change. Kernels with
-    explicit features F (heat, anchor, linear) keep K = F F^T as its factor when F has
+    explicit features F (heat, anchor, level_set, linear) keep K = F F^T as its factor when F has
     fewer than n / 2 columns: memory n x m and a step O(n m k), the same iterations.
 
     Parameters

@@ -85,8 +85,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         median width's (most convex and real data: digits, PenDigits); else the median
         width. The density level-set kernel replaces that choice when its partition cuts
         clearly less of a density-sharpened graph than both (rings so noisy that the
-        heat kernel's graph joins them). Always the median width with drift handling, raw rows for re-sketching or
-        explicit ``kernel_params``, and below max(500, 20 k) distinct sample rows (in
+        heat kernel's graph joins them). Always the median width with drift handling,
+        raw rows for re-sketching or explicit ``kernel_params``, and below
+        max(500, 20 k) distinct sample rows (in
         streaming the sample is the first batch: make the first :meth:`partial_fit` call
         at least that large). Pass ``gamma="median"`` or a number to keep rbf itself. The
         choice is ``kernel_`` and ``gamma_`` (None for a graph kernel), kept in the

@@ -46,7 +46,7 @@ decides, once, on the initialisation sample, which kernel to use, without labels
    row, h2 their median). This is the noisy-rings case: between rings of factor 0.6 with
    noise 0.08 the valley holds enough rows that the heat kernel's graph joins the rings
    (steps 1-3 keep no heat kernel), while the level set still splits there; the sharper
-   weights make the valley cut 0.05-0.2 of the cuts across both rings. On blobs, digits
+   weights make the valley cut 0.02-0.2 of the cuts across both rings. On blobs, digits
    and PenDigits the level set, where it exists, cuts no less than the other two and is
    not taken.
 
@@ -114,7 +114,7 @@ LEVEL_SET_ROWS = 5000
 LEVEL_SET_PAIRS = 10**8
 #: exponent factor of step 5's density-sharpened edge weights: with 1 (the heat kernel's
 #: density weights) a cut along the valley between two noisy rings (factor 0.6, noise
-#: 0.08) costs as much as cuts across both rings; with 2 it costs 0.1-0.2 of theirs
+#: 0.08) costs as much as cuts across both rings; with 2 it costs 0.02-0.2 of theirs
 _SHARPNESS = 2.0
 
 
