@@ -29,6 +29,8 @@ Sections (each prints a markdown table):
    (5,500-33,000 rows of 16-d blobs, 10 centers), interleaved, ``--repeats`` times.
 8. ``levelset`` (not in the default sections): the level-set kernel's fit on the rows
    ``gamma="auto"``'s step 5 offers it (rings, PenDigits, 256-d blobs), ``--repeats`` times.
+9. ``shapes`` (not in the default sections): other non-convex shapes (3 rings, 2 spirals,
+   moons and a blob, noisier moons and rings), defaults only, ARI per seed.
 """
 
 from __future__ import annotations
@@ -284,6 +286,56 @@ def section_grid(seeds: int) -> None:
               flush=True)
 
 
+def _rings(seed: int, n: int = 3000, noise: float = 0.06) -> tuple[np.ndarray, np.ndarray]:
+    """Three concentric rings (radii 0.3, 0.65, 1), Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(3, size=n)
+    angle = rng.uniform(0, 2 * np.pi, n)
+    radius = np.array([0.3, 0.65, 1.0])[y]
+    x = np.c_[radius * np.cos(angle), radius * np.sin(angle)]
+    return x + rng.normal(scale=noise, size=(n, 2)), y
+
+
+def _spirals(seed: int, n: int = 3000, noise: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Two interleaved spirals of 1.5 turns, Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(2, size=n)
+    turn = np.sqrt(rng.uniform(0.05, 1, n)) * 3 * np.pi
+    x = np.c_[turn * np.cos(turn + np.pi * y), turn * np.sin(turn + np.pi * y)] / (3 * np.pi)
+    return x + rng.normal(scale=noise, size=x.shape), y
+
+
+def _moons_and_blob(seed: int, n: int = 3000) -> tuple[np.ndarray, np.ndarray]:
+    x, y = make_moons(2 * n // 3, noise=0.07, random_state=seed)
+    blob = np.random.default_rng(seed).normal(scale=0.25, size=(n // 3, 2)) + [2.5, 1.5]
+    return np.vstack([x, blob]), np.r_[y, np.full(n // 3, 2)]
+
+
+def section_shapes(seeds: int) -> None:
+    """Non-convex shapes beyond the issue's grid, defaults only (quality)."""
+    cases = [("3 rings (n 3000, noise 0.06)", _rings, 3),
+             ("3 rings (n 3000, noise 0.08)", lambda s: _rings(s, noise=0.08), 3),
+             ("2 spirals (n 3000, noise 0.05)", _spirals, 2),
+             ("2 spirals (n 3000, noise 0.08)", lambda s: _spirals(s, noise=0.08), 2),
+             ("moons and a blob (n 3000)", _moons_and_blob, 3),
+             ("moons (n 4000, noise 0.15)",
+              lambda s: make_moons(4000, noise=0.15, random_state=s), 2),
+             ("circles (n 4000, factor 0.6, noise 0.1)",
+              lambda s: make_circles(4000, factor=0.6, noise=0.1, random_state=s), 2)]
+    print("\n| data | defaults: ARI per seed | auto chose | gamma median: ARI |")
+    print("|---|---|---|---|")
+    for name, make, k in cases:
+        ours, median, chose = [], [], ""
+        for seed in range(seeds):
+            x, y = make(seed)
+            model = MiniBatchKernelKMeans(k, random_state=seed).fit(x)
+            ours.append(f"{adjusted_rand_score(y, model.labels_):.3f}")
+            chose += model.kernel_.name[0]
+            base = MiniBatchKernelKMeans(k, gamma="median", random_state=seed).fit(x)
+            median.append(adjusted_rand_score(y, base.labels_))
+        print(f"| {name} | {' '.join(ours)} | {chose} | {summary(median)} |", flush=True)
+
+
 def section_level_set_cost(repeats: int) -> None:
     """What auto's step 5 costs: the level-set kernel's fit on the rows it is offered (at
     most 20,000; of those at most ``LEVEL_SET_ROWS``, fewer in many dimensions), one thread,
@@ -342,6 +394,8 @@ def main() -> None:
         section_grid(args.seeds)
     if "levelset" in wanted:
         section_level_set_cost(args.repeats)
+    if "shapes" in wanted:
+        section_shapes(args.seeds)
 
 
 if __name__ == "__main__":

@@ -130,6 +130,28 @@ def test_auto_takes_the_level_set_on_noisy_rings_and_not_on_blobs():
         assert MiniBatchKernelKMeans(5, random_state=seed).fit(xb).kernel_.name != "level_set"
 
 
+def _spirals(seed: int, n: int = 3000) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(2, size=n)
+    turn = np.sqrt(rng.uniform(0.05, 1, n)) * 3 * np.pi
+    x = np.c_[turn * np.cos(turn + np.pi * y), turn * np.sin(turn + np.pi * y)] / (3 * np.pi)
+    return x + rng.normal(scale=0.05, size=x.shape), y
+
+
+@pytest.mark.unit
+def test_auto_prefers_the_level_set_to_a_heat_kernel_that_cuts_across_spirals():
+    """Step 5 also runs when heat is chosen: on two noisy spirals the heat kernel's
+    partition cuts across the arms (ARI 0.08) and the level set's follows them."""
+    x, y = _spirals(0)
+    heat = MiniBatchKernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 20,
+                                                                  "weights": "density"},
+                                 random_state=0).fit(x)
+    assert adjusted_rand_score(y, heat.labels_) < 0.5
+    model = MiniBatchKernelKMeans(2, random_state=0).fit(x)
+    assert model.kernel_.name == "level_set"
+    assert adjusted_rand_score(y, model.labels_) >= 0.95
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [2000, 5000, 20000])
 def test_defaults_separate_the_noisiest_rings(n):

@@ -83,9 +83,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         exactly k pieces; else the anchor-graph kernel (fitted on X in :meth:`fit`, at
         most 20,000 of its rows) when its partition cuts no more of that graph than the
         median width's (most convex and real data: digits, PenDigits); else the median
-        width. The density level-set kernel replaces that choice when its partition cuts
-        clearly less of a density-sharpened graph than both (rings so noisy that the
-        heat kernel's graph joins them). Always the median width with drift handling,
+        width. The density level-set kernel replaces any of these choices when its
+        partition cuts clearly less of a density-sharpened graph (rings so noisy that the
+        heat kernel's graph joins them, spirals, three rings). Always the median width with drift handling,
         raw rows for re-sketching or explicit ``kernel_params``, and below
         max(500, 20 k) distinct sample rows (in
         streaming the sample is the first batch: make the first :meth:`partial_fit` call

@@ -36,19 +36,20 @@ decides, once, on the initialisation sample, which kernel to use, without labels
    median width where the anchor graph joins clusters the width separates (thin, nearly
    one-dimensional clusters whose tails touch: the README's scaled three clusters, ARI
    0.46 with the anchor kernel, 1.0 with the median width).
-5. Then fit the density level-set kernel (``kernel="level_set"``: the indicator of the k
-   connected pieces of the rows' densest 75-95%) on the offered rows (at most
-   ``LEVEL_SET_ROWS``, fewer in many dimensions), if they have such pieces, and take it
-   when its partition of the decision rows cuts less than ``NCUT_RATIO`` times, and at
-   least ``NCUT_MARGIN`` less than, the lowest of the median width's and the anchor
-   kernel's cut, on the decision rows' k-nn graph with density-sharpened weights
-   exp(-2 max(r2(x), r2(y)) / h2) (r2 a row's squared distance to its 20th nearest piece
-   row, h2 their median). This is the noisy-rings case: between rings of factor 0.6 with
-   noise 0.08 the valley holds enough rows that the heat kernel's graph joins the rings
-   (steps 1-3 keep no heat kernel), while the level set still splits there; the sharper
-   weights make the valley cut 0.02-0.2 of the cuts across both rings. On blobs, digits
-   and PenDigits the level set, where it exists, cuts no less than the other two and is
-   not taken.
+5. Then, whatever steps 1-4 chose, fit the density level-set kernel (``kernel="level_set"``:
+   the indicator of the k connected pieces of the rows' densest 75-95%) on the offered
+   rows (at most ``LEVEL_SET_ROWS``, fewer in many dimensions), if they have such pieces,
+   and take it when its partition of the decision rows cuts less than ``NCUT_RATIO``
+   times, and at least ``NCUT_MARGIN`` less than, the chosen partition (the heat
+   kernel's; else the lower of the median width's and the anchor kernel's), on the
+   decision rows' k-nn graph with density-sharpened weights exp(-2 max(r2(x), r2(y)) / h2)
+   (r2 a row's squared distance to its 20th nearest piece row, h2 their median). Between
+   rings of factor 0.6 with noise 0.08 the valley holds enough rows that the heat kernel's
+   graph joins the rings, while the level set still splits there; the sharper weights
+   make the valley cut 0.02-0.2 of the cuts across both rings. Where heat was chosen but
+   cuts across the shapes (two noisy spirals, three rings, moons with noise 0.15) the
+   level set follows them. On blobs, digits and PenDigits the level set, where it exists,
+   cuts no less than the others and is not taken.
 
 The choice is recorded in the model state (the resolved :class:`KernelSpec`). No graph
 kernel is considered when ``allow_graph`` is false (drift handling: a graph fixed on
@@ -177,21 +178,25 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
                        ("heat", feature_gram(features))):
         labels[name] = _kernel_lloyd(kmat, n_clusters, rng)
         cuts[name] = normalized_cut(adjacency, labels[name], n_clusters)
+    offered_rows = sample if landmarks is None else landmarks
+    graph = heat.fitted.graph.landmark_adjacency
     if cuts["heat"] < NCUT_RATIO * cuts["width"] and (
             cuts["width"] - cuts["heat"] > NCUT_MARGIN
-            or cuts["heat"] <= _ZERO_CUT < _EDGE_CUT <= cuts["width"]):
-        return heat
-    if cuts["heat"] <= _ZERO_CUT and connected_components(adjacency, directed=False)[0] == n_clusters:
-        # k separate pieces, found by heat: the median width may find them on these rows
-        # and still cut across them in the fit (rings of factor 0.3, 1 seed in 10)
-        return heat
-    offered = _offered_rows(sample if landmarks is None else landmarks, rng)
+            or cuts["heat"] <= _ZERO_CUT < _EDGE_CUT <= cuts["width"]) or (
+            # k separate pieces, found by heat: the median width may find them on these
+            # rows and still cut across them in the fit (rings of factor 0.3, 1 seed in 10)
+            cuts["heat"] <= _ZERO_CUT
+            and connected_components(adjacency, directed=False)[0] == n_clusters):
+        level = _level_set_kernel(_offered_rows(offered_rows, rng), rows, graph, n_clusters,
+                                  [labels["heat"]])
+        return heat if level is None else level
+    offered = _offered_rows(offered_rows, rng)
     anchor = KernelSpec("anchor").fit(offered, n_clusters)
     labels["anchor"] = _kernel_lloyd(feature_gram(anchor.prepare(rows)), n_clusters, rng,
                                      _ANCHOR_STARTS)
     anchor_cut = normalized_cut(adjacency, labels["anchor"], n_clusters)
     chosen = anchor if anchor_cut <= cuts["width"] + _EDGE_CUT else width_spec
-    level = _level_set_kernel(offered, rows, heat.fitted.graph.landmark_adjacency, n_clusters,
+    level = _level_set_kernel(offered, rows, graph, n_clusters,
                               [labels["width"], labels["anchor"]])
     return chosen if level is None else level
 
