@@ -72,6 +72,18 @@ def test_a_sparse_ring_is_kept_whole_beside_a_dense_one():
 
 
 @pytest.mark.unit
+def test_one_cluster_and_repeated_rows():
+    x, _ = make_circles(2000, factor=0.4, noise=0.05, random_state=0)
+    # one cluster is every row, though the rows have a level set of two pieces
+    one = MiniBatchKernelKMeans(1, kernel="level_set", random_state=0).fit(x)
+    assert set(one.labels_) == {0}
+    # many copies of a few rows count once; far new rows get finite features
+    repeated = np.vstack([np.repeat(x[:3], 500, axis=0), x])
+    model = MiniBatchKernelKMeans(2, kernel="level_set", random_state=0).fit(repeated)
+    assert np.all(np.isfinite(model.transform(np.array([[1e6, 1e6], [0.0, 0.0]]))))
+
+
+@pytest.mark.unit
 def test_rows_without_a_k_piece_level_set_are_refused_by_name():
     x = np.random.default_rng(1).normal(size=(2000, 2))  # one Gaussian: one piece
     with pytest.raises(NoLevelSetError, match="n_clusters=2") as info:

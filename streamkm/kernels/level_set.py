@@ -135,6 +135,8 @@ def fit_level_set(rows: np.ndarray, n_clusters: int, n_neighbors: int, graph_nei
         distinct = distinct[np.sort(rng.choice(distinct.shape[0], n_rows, replace=False))]
     distinct = np.ascontiguousarray(distinct, dtype=np.float64)
     n = distinct.shape[0]
+    if n_clusters == 1:  # one cluster: every row, whatever its level sets
+        return LevelSetState(distinct, np.zeros(n, dtype=np.int64), 1, int(n_nearest), 1.0)
     if n < 2 * n_clusters:
         raise NoLevelSetError(
             f"{n} distinct rows are too few for a level set of n_clusters={n_clusters} pieces"
