@@ -348,7 +348,7 @@ def section_level_set_cost(repeats: int) -> None:
     ``repeats`` times."""
     from streamkm.exceptions import NoLevelSetError
     from streamkm.kernels import KernelSpec
-    from streamkm.kernels._auto import DECISION_ROWS, LEVEL_SET_PAIRS, LEVEL_SET_ROWS
+    from streamkm.kernels._auto import level_set_rows
 
     cases = [("rings (n 20000, factor 0.6, noise 0.08), k 2",
               make_circles(20000, factor=0.6, noise=0.08, random_state=0)[0], 2),
@@ -360,7 +360,7 @@ def section_level_set_cost(repeats: int) -> None:
     print("|---|---|---|---|")
     for name, x, k in cases:
         x = np.ascontiguousarray(x, dtype=np.float64)
-        rows = min(LEVEL_SET_ROWS, max(DECISION_ROWS, int(np.sqrt(LEVEL_SET_PAIRS / x.shape[1]))))
+        rows = level_set_rows(x.shape[1])
         seconds, found = [], "found"
         for _ in range(repeats):
             t0 = time.perf_counter()

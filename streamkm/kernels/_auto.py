@@ -71,16 +71,18 @@ from streamkm._kernel_lloyd import (
     gram_columns,
     gram_diagonal,
     kernel_lloyd,
+    one_hot,
 )
 from streamkm._numba.anchor_graph import nearest_anchors
 from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels._graph import distinct_rows
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
+from streamkm.kernels.heat import density_bandwidth, density_weighted
 
 __all__ = ["AUTO_ANCHOR_ROWS", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS",
            "DECISION_ROWS", "LEVEL_SET_PAIRS", "LEVEL_SET_ROWS", "NCUT_MARGIN", "NCUT_RATIO",
-           "choose_auto_kernel", "normalized_cut"]
+           "choose_auto_kernel", "level_set_rows", "normalized_cut"]
 
 AUTO_MIN_ROWS = 500
 DECISION_ROWS = 1000
@@ -127,8 +129,7 @@ _LEVEL_SET_MARGIN = 0.001
 def normalized_cut(adjacency: sp.csr_matrix, labels: np.ndarray, n_clusters: int) -> float:
     """sum_j cut(C_j) / vol(C_j) of a partition of the graph's rows (empty clusters count 0)."""
     degrees = np.asarray(adjacency.sum(axis=1)).ravel()
-    onehot = np.zeros((labels.shape[0], n_clusters))
-    onehot[np.arange(labels.shape[0]), labels] = 1.0
+    onehot = one_hot(labels, n_clusters, np.float64)
     volume = onehot.T @ degrees
     within = np.einsum("ij,ij->j", onehot, np.asarray(adjacency @ onehot))
     nonempty = volume > 0
@@ -206,13 +207,19 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
     return chosen if level is None else level
 
 
+def level_set_rows(n_features: int) -> int:
+    """Rows step 5 fits the level set on: ``LEVEL_SET_ROWS``, fewer in many dimensions (at
+    most ``LEVEL_SET_PAIRS / n_features`` pairs), at least ``DECISION_ROWS``."""
+    budget = int(np.sqrt(LEVEL_SET_PAIRS / max(n_features, 1)))
+    return min(LEVEL_SET_ROWS, max(DECISION_ROWS, budget))
+
+
 def _level_set_kernel(offered: np.ndarray, rows: np.ndarray, adjacency: sp.csr_matrix,
                       n_clusters: int, others: list[np.ndarray]) -> KernelSpec | None:
     """Step 5: the level-set kernel fitted on the ``offered`` rows (float64), when its
     partition of the decision ``rows`` cuts clearly less of their density-sharpened graph
     than every partition in ``others``; else None."""
-    budget_rows = int(np.sqrt(LEVEL_SET_PAIRS / max(offered.shape[1], 1)))
-    options = {"n_rows": min(LEVEL_SET_ROWS, max(DECISION_ROWS, budget_rows))}
+    options = {"n_rows": level_set_rows(offered.shape[1])}
     try:
         level = KernelSpec("level_set", options=options).fit(offered, n_clusters)
     except NoLevelSetError:
@@ -228,17 +235,12 @@ def _level_set_kernel(offered: np.ndarray, rows: np.ndarray, adjacency: sp.csr_m
 
 def _sharpened(adjacency: sp.csr_matrix, rows: np.ndarray, anchors_t: np.ndarray,
                n_neighbors: int) -> sp.csr_matrix:
-    """The 0/1 ``adjacency`` of the decision rows weighted exp(-s max(r2(x), r2(y)) / h2):
-    r2 a row's squared distance to its ``n_neighbors``-th nearest level-set anchor, h2 the
-    median positive r2, s = ``_SHARPNESS``."""
+    """The 0/1 ``adjacency`` of the decision rows with the heat kernel's density weights at
+    ``_SHARPNESS`` times their exponent, exp(-s max(r2(x), r2(y)) / h2): r2 a row's squared
+    distance to its ``n_neighbors``-th nearest level-set anchor, h2 their median."""
     reach = min(n_neighbors, anchors_t.shape[1])
     r2 = nearest_anchors(rows, anchors_t, reach)[1][:, reach - 1]
-    positive = r2[r2 > 0]
-    h2 = float(np.median(positive)) if positive.size else 1.0
-    sources = np.repeat(np.arange(adjacency.shape[0]), np.diff(adjacency.indptr))
-    reach2 = np.maximum(r2[sources], r2[adjacency.indices])
-    weights = np.maximum(np.exp(-_SHARPNESS * reach2 / h2), np.finfo(np.float64).tiny)
-    return sp.csr_matrix((weights, adjacency.indices, adjacency.indptr), shape=adjacency.shape)
+    return density_weighted(adjacency, r2, r2, density_bandwidth(r2) / _SHARPNESS)
 
 
 def _offered_rows(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -10,8 +10,9 @@ from streamkm.exceptions import ParameterError
 from streamkm.kernels._graph import row_blocks
 from streamkm.kernels._registry import KernelType
 
-__all__ = ["InnerProductKernel", "check_diffusion_time", "check_positive_int",
-           "features_by_blocks", "inv_norms", "pairwise_subsample", "row_sq_norms"]
+__all__ = ["InnerProductKernel", "check_diffusion_time", "check_number_in",
+           "check_positive_int", "features_by_blocks", "inv_norms", "pairwise_subsample",
+           "row_sq_norms"]
 
 MEDIAN_SAMPLE = 1000
 
@@ -42,6 +43,14 @@ def check_positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ParameterError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
+
+
+def check_number_in(name: str, value: object, low: float, high: float) -> float:
+    """A kernel option that must be a number in [low, high], else a clear error naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not low <= float(value) <= high:
+        raise ParameterError(f"{name} must be a number in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
 
 
 def check_diffusion_time(t: object) -> None:

@@ -46,9 +46,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from streamkm._kernel_lloyd import one_hot
 from streamkm._numba.anchor_graph import nearest_anchors
 from streamkm.exceptions import NoLevelSetError, ParameterError, StateError
-from streamkm.kernels._common import InnerProductKernel, check_positive_int, features_by_blocks
+from streamkm.kernels._common import (InnerProductKernel, check_number_in, check_positive_int,
+                                     features_by_blocks)
 from streamkm.kernels._graph import distinct_rows
 from streamkm.kernels._registry import register
 from streamkm.kernels.anchor import anchor_weights
@@ -75,16 +77,15 @@ class LevelSetState:
         return np.ascontiguousarray(self.anchors.T)
 
     @cached_property
-    def one_hot(self) -> np.ndarray:
-        out = np.zeros((self.labels.shape[0], self.n_pieces))
-        out[np.arange(self.labels.shape[0]), self.labels] = 1.0
-        return out
+    def membership(self) -> np.ndarray:
+        """(p, n_pieces) one-hot piece labels of the anchors, float64."""
+        return one_hot(self.labels, self.n_pieces, np.float64)
 
     def features(self, x: np.ndarray) -> np.ndarray:
-        """f(x) = Z(x, :) @ one_hot: the anchor weight on each piece, float64."""
+        """f(x) = Z(x, :) @ membership: the anchor weight on each piece, float64."""
         z = anchor_weights(np.ascontiguousarray(x, dtype=np.float64), self.anchors_t,
                            self.n_nearest)
-        return np.asarray(z @ self.one_hot)
+        return np.asarray(z @ self.membership)
 
 
 def density_radii(rows: np.ndarray, n_neighbors: int,
@@ -112,7 +113,7 @@ def density_scores(r2: np.ndarray, neighbors: np.ndarray, n_neighbors: int,
     return np.where(around > 0, score, 0.0)
 
 
-def _pieces(neighbors: np.ndarray, core: np.ndarray) -> tuple[int, np.ndarray]:
+def _pieces(neighbors: np.ndarray, core: np.ndarray) -> np.ndarray:
     """Connected pieces of the core rows joined to their core neighbours (non-core: -1)."""
     n, r = neighbors.shape
     sources = np.repeat(np.arange(n), r)
@@ -120,8 +121,7 @@ def _pieces(neighbors: np.ndarray, core: np.ndarray) -> tuple[int, np.ndarray]:
     both = core[sources] & core[targets]
     graph = sp.csr_matrix((np.ones(int(both.sum())), (sources[both], targets[both])),
                           shape=(n, n))
-    count, piece = connected_components(graph, directed=False)
-    return count, np.where(core, piece, -1)
+    return np.where(core, connected_components(graph, directed=False)[1], -1)
 
 
 def fit_level_set(rows: np.ndarray, n_clusters: int, n_neighbors: int, graph_neighbors: int,
@@ -148,7 +148,7 @@ def fit_level_set(rows: np.ndarray, n_clusters: int, n_neighbors: int, graph_nei
     while keep >= min_keep - 1e-9:
         core = np.zeros(n, dtype=bool)
         core[order[:int(round(keep * n))]] = True
-        _, piece = _pieces(neighbors, core)
+        piece = _pieces(neighbors, core)
         sizes = np.bincount(piece[core])
         large = np.flatnonzero(sizes >= min_size * core.sum())
         if large.shape[0] == n_clusters:
@@ -165,13 +165,6 @@ def fit_level_set(rows: np.ndarray, n_clusters: int, n_neighbors: int, graph_nei
     )
 
 
-def _check_fraction(name: str, value: object, low: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
-            or not low <= float(value) <= _FIRST_KEEP:
-        raise ParameterError(f"{name} must be a number in [{low:g}, {_FIRST_KEEP:g}], "
-                             f"got {value!r}")
-
-
 @register
 class LevelSet(InnerProductKernel):
     name = "level_set"
@@ -183,12 +176,9 @@ class LevelSet(InnerProductKernel):
         o = params.options
         for key in ("n_neighbors", "graph_neighbors", "n_nearest", "n_rows"):
             check_positive_int(key, o[key])
-        _check_fraction("min_keep", o["min_keep"], 0.05)
-        _check_fraction("min_size", o["min_size"], 0.0)
-        relative = o["relative"]
-        if isinstance(relative, bool) or not isinstance(relative, (int, float, np.floating)) \
-                or not 0.0 <= float(relative) <= 1.0:
-            raise ParameterError(f"relative must be a number in [0, 1], got {relative!r}")
+        check_number_in("min_keep", o["min_keep"], 0.05, _FIRST_KEEP)
+        check_number_in("min_size", o["min_size"], 0.0, _FIRST_KEEP)
+        check_number_in("relative", o["relative"], 0.0, 1.0)
 
     def fit(self, params, landmarks, n_clusters=None):
         if n_clusters is None:
