@@ -92,8 +92,8 @@ class Learner(Protocol):
         ...
 
     def initialising(self) -> bool:
-        """Whether the next batch starts the model (it is given longer to fill:
-        ``batching.first_batch_wait_ms``)."""
+        """Whether the next batch starts the model (it is larger and given longer to fill:
+        ``batching.first_batch_size``, ``batching.first_batch_wait_ms``)."""
         ...
 
     def accepts(self, batch: Batch) -> bool:

@@ -252,9 +252,11 @@ class Runtime:
                 self.health.beat()
                 self.learner.tick()
                 first = self.learner.initialising()
+                batching = self.config.batching
                 batch = self.batcher.collect(
                     min_valid=self.learner.min_valid(), wait=self._wait,
-                    max_wait_s=self.config.batching.first_batch_wait_s if first else None)
+                    max_wait_s=batching.first_batch_wait_s if first else None,
+                    size=self.config.first_batch if first else None)
                 self._update_lag()
                 if batch is not None and batch.n_read and self.learner.accepts(batch):
                     self.process(batch)

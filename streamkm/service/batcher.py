@@ -137,7 +137,7 @@ class Batcher:
         return records
 
     def collect(self, *, min_valid: int, wait: Callable[[float], bool],
-                max_wait_s: float | None = None) -> Batch | None:
+                max_wait_s: float | None = None, size: int | None = None) -> Batch | None:
         """Read until a batch is complete.
 
         Parameters
@@ -152,6 +152,9 @@ class Batcher:
         max_wait_s : float, optional
             This batch's deadline instead of :attr:`max_wait_s` (the model's first batch
             waits longer to fill).
+        size : int, optional
+            Valid records this batch closes at instead of :attr:`batch_size` (the model's
+            first batch is larger).
 
         Returns
         -------
@@ -161,6 +164,7 @@ class Batcher:
             whether it can be processed).
         """
         deadline = time.monotonic() + (self.max_wait_s if max_wait_s is None else max_wait_s)
+        full = self.batch_size if size is None else size
         generation = self.generation
         chunks: list[np.ndarray] = []
         ids: list[Any] = []
@@ -172,7 +176,7 @@ class Batcher:
         while True:
             progressed = False
             for _ in range(n_parts):
-                need = self.batch_size - n_valid
+                need = full - n_valid
                 if need <= 0:
                     break
                 key = self.keys[self.next_part]
@@ -194,7 +198,7 @@ class Batcher:
                     n_valid += len(accepted)
                     accepted_records.extend(accepted)
                 rejections.extend(rejected)
-            if n_valid >= self.batch_size:
+            if n_valid >= full:
                 break
             if time.monotonic() >= deadline:
                 if n_valid >= max(min_valid, 1) or (n_valid == 0 and rejections):

@@ -325,6 +325,7 @@ n_init = 1
 random_state = 3
 [batching]
 batch_size = {batch_size}
+first_batch_size = {batch_size}
 max_wait_ms = 200
 [checkpoint]
 dir = "ck"

@@ -54,6 +54,7 @@ random_state = 3
 {model}
 [batching]
 batch_size = {batch_size}
+first_batch_size = {batch_size}
 max_wait_ms = 200
 [checkpoint]
 dir = "ck"

@@ -1,6 +1,7 @@
-"""The model's first batch is its initialisation sample: on a slow stream it is given
-``batching.first_batch_wait_ms`` to fill, so ``gamma="auto"`` can see enough rows to choose
-the heat kernel for non-convex clusters (in process, a real file appended by a writer)."""
+"""The model's first batch is its initialisation sample: it holds ``first_batch_size`` rows
+(by default at least 3,072) and on a slow stream it is given ``first_batch_wait_ms`` to
+fill, so ``gamma="auto"`` can see enough rows to choose a graph kernel for non-convex
+clusters (in process, a real file appended by a writer, or written before the start)."""
 
 from __future__ import annotations
 
@@ -83,15 +84,60 @@ def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any],
 
 
 def test_a_slow_streams_first_batch_fills_and_auto_chooses_the_heat_kernel(tmp_path):
-    # ~800 records/s: 1024 rows take ~1.3 s, within the default 5 s even at half speed
-    size, kernel = _run_on_a_slow_stream(tmp_path, {}, rows_per_write=80)
+    # ~1600 records/s: 3072 rows take ~1.9 s, within the default 5 s even at half speed
+    size, kernel = _run_on_a_slow_stream(tmp_path, {}, rows_per_write=160)
+    assert size == 3072
+    assert kernel == "heat"
+
+
+def test_first_batch_size_sets_the_first_batch(tmp_path):
+    size, kernel = _run_on_a_slow_stream(tmp_path, {"first_batch_size": 1024},
+                                         rows_per_write=160)
     assert size == 1024
     assert kernel == "heat"
 
 
 def test_without_the_longer_first_wait_the_first_batch_is_cut_short(tmp_path):
-    # ~300 records/s: 500 ms gives ~150 rows (1024 would need the writer 3 s ahead)
+    # ~300 records/s: 500 ms gives ~150 rows (3072 would need the writer 10 s ahead)
     size, kernel = _run_on_a_slow_stream(
         tmp_path, {"max_wait_ms": 500, "first_batch_wait_ms": 500}, rows_per_write=30)
     assert size < 1024
     assert kernel == ("heat" if size >= 500 else "rbf")
+
+
+def test_the_default_first_batch_finds_two_noisy_rings(tmp_path):
+    """Rings of factor 0.6 with noise 0.08 (so much noise between them that every k-nn
+    graph joins them): from a first batch of 1,024 rows "auto" keeps a kernel that cuts
+    across both rings (ARI ~0); from the default 3,072 it takes the level set."""
+    from sklearn.datasets import make_circles
+    from sklearn.metrics import adjusted_rand_score
+
+    x, labels = make_circles(6000, factor=0.6, noise=0.08, random_state=0)
+    (tmp_path / "in.jsonl").write_text("".join(
+        json.dumps({"id": i, "x": row.tolist()}) + "\n" for i, row in enumerate(x)))
+    config = config_from_mapping({
+        "source": {"paths": ["in.jsonl"], "start_at": "beginning", "poll_interval_ms": 5},
+        "decoding": {"dim": 2}, "model": {"n_clusters": 2, "random_state": 0},
+        "checkpoint": {"dir": "ckpt"}, "sinks": {"assignments": "out/assignments.jsonl"},
+        "metrics": {"enabled": False},
+    }, base_dir=tmp_path)
+    service = Service(config, registry=CollectorRegistry())
+    hook = FirstBatch()
+    service.add_hook(hook)
+    service.start()
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(hook.sizes) < len(x) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        service.request_stop()
+        runner.join(60)
+    assert not runner.is_alive()
+    assert hook.sizes[0] == 3072 and sum(hook.sizes) == len(x)
+    assert service.model.kernel_.name == "level_set"
+    rows = [json.loads(line) for line in
+            (tmp_path / "out" / "assignments.jsonl").read_text().splitlines()]
+    found = {str(row["id"]): row["cluster"] for row in rows}
+    assert adjusted_rand_score(labels, [found[str(i)] for i in range(len(x))]) >= 0.95

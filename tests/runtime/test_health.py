@@ -44,7 +44,8 @@ def _config(tmp_path: Path, n: int = 200) -> ServiceConfig:
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return config_from_mapping({
         "source": {"paths": ["in.jsonl"], "start_at": "beginning", "poll_interval_ms": 5},
-        "decoding": {"dim": 2}, "batching": {"batch_size": 20, "max_wait_ms": 20},
+        "decoding": {"dim": 2}, "batching": {"batch_size": 20, "first_batch_size": 20,
+                                                    "max_wait_ms": 20},
         "model": {"n_clusters": 2, "random_state": 0},
         "checkpoint": {"dir": "ckpt", "every_batches": 1},
         "sinks": {"assignments": "out/a.jsonl", "events": "out/e.jsonl",

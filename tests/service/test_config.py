@@ -48,6 +48,22 @@ def test_minimal_config_defaults_and_relative_paths(tmp_path: Path) -> None:
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("extra, rows", [
+    ("", 3072),  # the initialisation sample fit starts from at the default batch size
+    ("[batching]\nbatch_size = 5000\n", 5000),
+    ("[batching]\nbatch_size = 64\n", 3072),
+    ("[batching]\nbatch_size = 64\nfirst_batch_size = 500\n", 500),
+    # the kernel follows drift / a re-sketch: the first batch decides nothing lasting
+    ("[batching]\nbatch_size = 64\n[drift]\nenabled = true\n", 64),
+    ('[batching]\nbatch_size = 64\n[sketch]\nkind = "gaussian"\nn_components = 2\n', 64),
+])
+def test_first_batch_holds_the_initialisation_sample(tmp_path: Path, extra: str,
+                                                     rows: int) -> None:
+    config = load_config(write(tmp_path, MINIMAL + extra), env={})
+    assert config.first_batch == rows
+
+
+@pytest.mark.unit
 def test_env_override_applies_and_is_typed(tmp_path: Path) -> None:
     env = {"STREAMKM_MODEL__N_CLUSTERS": "8", "STREAMKM_METRICS__ENABLED": "false",
            "STREAMKM_SINKS__EVENTS": "", "STREAMKM_SOURCE__PATHS": '["a", "b"]',
@@ -79,6 +95,9 @@ def test_config_hash_tracks_model_not_paths(tmp_path: Path) -> None:
     (MINIMAL.replace('dim = 3', 'dim = 3\nformat = "xml"'), {}, ["decoding.format", "xml"]),
     (MINIMAL.replace("[decoding]\ndim = 3\n", ""), {}, ["decoding", "required"]),
     (MINIMAL + '[batching]\nbatch_size = 2\n', {}, ["batch_size", "n_clusters"]),
+    (MINIMAL + '[batching]\nfirst_batch_size = 3\n', {},
+     ["batching.first_batch_size (3)", "n_clusters (4)"]),
+    (MINIMAL + '[batching]\nfirst_batch_size = 0\n', {}, ["first_batch_size", "0"]),
     (MINIMAL.replace('paths = ["in.jsonl"]', 'paths = ["in.bin"]\nframing = "fixed"'), {},
      ["record_size"]),
     (MINIMAL, {"STREAMKM_MODEL__N_CLUSTERS": "abc"},

@@ -36,6 +36,7 @@ def flat(**sections: dict) -> dict:
     ("sketch.kind", True), ("sketch.eps", True), ("drift.k_max", True),
     ("sketch.resketch_every", False), ("sketch.resketch_on_drift", False),
     ("batching.max_wait_ms", False), ("batching.first_batch_wait_ms", False),
+    ("batching.first_batch_size", False),
     ("decoding.x_field", False), ("source.paths", False),
     ("sinks.assignments", False), ("metrics.port", False), ("checkpoint.keep", False),
     ("kafka.bootstrap_servers", False), ("logging.level", False), ("scaleout.enabled", False),

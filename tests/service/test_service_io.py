@@ -63,6 +63,7 @@ tau = 50
 n_init = 1
 [batching]
 batch_size = 64
+first_batch_size = 64
 max_wait_ms = 100
 [checkpoint]
 dir = "ck"

@@ -61,6 +61,7 @@ dim = {dim}
 {model}
 [batching]
 batch_size = {batch_size}
+first_batch_size = {batch_size}
 max_wait_ms = 2000  # batches cut by size only: a time cut under load moves batch boundaries
 [checkpoint]
 dir = "ck"
