@@ -17,7 +17,8 @@ Sections (each prints a markdown table):
    and the share of the 200-step fit's time spent before its steps).
 4. PenDigits time: ``fit`` with defaults vs exact ``streamkm.batch.KernelKMeans`` with the
    same kernel and gamma (for a kernel with explicit features also the same Lloyd run on
-   the formed n x n matrix), interleaved, ``--repeats`` times.
+   the formed n x n matrix, and the fitted kernel's features of every row: what any fit
+   that labels every row with that kernel pays), interleaved, ``--repeats`` times.
 5. Sparse planted-topic TF-IDF: ApproxSVD + engine vs scikit-learn TruncatedSVD + the same
    engine at the same r (NMI).
 6. ``grid``: the issue's non-convex grid, defaults only: ``make_moons`` (n 2000-20000, noise
@@ -33,6 +34,8 @@ Sections (each prints a markdown table):
    moons and a blob, noisier moons and rings), defaults only, ARI per seed.
 10. ``early-rbf`` (not in the default sections): section 3 with ``gamma="median"`` (the
    rbf kernel, whose steps cost more than the graph kernels').
+11. ``stream-first`` (not in the default sections): streaming with ``partial_fit``, a first
+   batch of 1,024 rows against 3,072 (the service's default first batch), ARI per data set.
 """
 
 from __future__ import annotations
@@ -384,6 +387,36 @@ def section_level_set_cost(repeats: int) -> None:
         print(f"| {name} | {rows:,} | {found} | {summary(seconds)} |", flush=True)
 
 
+def section_stream_first(seeds: int) -> None:
+    """Streaming with defaults: the first ``partial_fit`` batch of 1,024 rows (the batch
+    size) against 3,072 (the service's default first batch, what ``fit`` starts from),
+    then 1,024-row batches through the data twice; ARI of ``predict`` on all rows."""
+    cases = [("circles n 6000, factor 0.6, noise 0.08",
+              lambda s: make_circles(6000, factor=0.6, noise=0.08, random_state=s), 2),
+             ("circles n 6000, factor 0.3, noise 0.08",
+              lambda s: make_circles(6000, factor=0.3, noise=0.08, random_state=s), 2),
+             ("moons n 6000, noise 0.1",
+              lambda s: make_moons(6000, noise=0.1, random_state=s), 2),
+             ("2 spirals (n 6000, noise 0.05)", lambda s: _spirals(s, n=6000), 2),
+             ("3 rings (n 6000, noise 0.06)", lambda s: _rings(s, n=6000), 3)]
+    print("\n| data | first batch | ARI | seeds >= 0.95 | auto chose |")
+    print("|---|---|---|---|---|")
+    for name, make, k in cases:
+        for first in (1024, 3072):
+            scores, chose = [], ""
+            for seed in range(seeds):
+                x, y = make(seed)
+                model = MiniBatchKernelKMeans(k, random_state=seed)
+                model.partial_fit(x[:first])
+                for start in [*range(first, len(x), 1024), *range(0, len(x), 1024)]:
+                    model.partial_fit(x[start:start + 1024])
+                scores.append(adjusted_rand_score(y, model.predict(x)))
+                chose += model.kernel_.name[0]
+            good = sum(a >= 0.95 for a in scores)
+            print(f"| {name} | {first:,} | {summary(scores)} | {good}/{seeds} | {chose} |",
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
@@ -416,6 +449,8 @@ def main() -> None:
         section_level_set_cost(args.repeats)
     if "shapes" in wanted:
         section_shapes(args.seeds)
+    if "stream-first" in wanted:
+        section_stream_first(args.seeds)
 
 
 if __name__ == "__main__":

@@ -112,6 +112,37 @@ def test_anchor_kernel_state_dtypes_outliers_and_repeated_rows(tmp_path):
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_fitted_rows_are_prepared_from_their_kept_weights_once(dtype, monkeypatch):
+    """fit(X) fits the kernel on X and then prepares X: the second search of X's nearest
+    anchors is skipped, with the same features to the bit; other rows of X's shape, and X
+    prepared again, are searched."""
+    import streamkm.kernels.anchor as anchor_module
+
+    x = np.random.default_rng(4).normal(size=(3000, 5)).astype(dtype)
+    spec = KernelSpec("anchor", options={"n_anchors": 300}).fit(x.astype(np.float64), 4)
+    state = spec.fitted
+    searched = []
+    search = anchor_module.nearest_anchors
+    monkeypatch.setattr(anchor_module, "nearest_anchors",
+                        lambda rows, *args: searched.append(rows.shape[0]) or search(rows, *args))
+    fresh = np.empty((x.shape[0], state.eigenvalues.shape[0]), dtype=dtype)
+    fresh[:] = state.features(x)  # computed from a new search of x's anchors
+    assert sum(searched) == x.shape[0]
+    shifted = x + dtype(1e-3)
+    assert np.array_equal(spec.prepare(shifted), state.features(shifted).astype(dtype))
+    assert sum(searched) == 3 * x.shape[0]
+    kept = spec.prepare(x)
+    assert sum(searched) == 3 * x.shape[0]  # no search
+    assert kept.dtype == dtype and np.array_equal(kept, fresh)
+    assert state.take_fitted_weights(x) is None  # used once, then let go
+    assert np.array_equal(spec.prepare(x), fresh)
+    assert sum(searched) == 4 * x.shape[0]
+    restored = KernelSpec.from_dict(spec.to_dict(), *spec.to_arrays())
+    assert restored.fitted.take_fitted_weights(x) is None
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("option, value", [("n_anchors", 0), ("n_nearest", 2.5),
                                            ("n_components", True), ("t", -1.0), ("t", "fast")])
 def test_anchor_kernel_options_are_checked(option, value):
