@@ -52,6 +52,40 @@ def test_nearest_anchors_match_numpy():
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("case", ["normal", "ties", "offset", "tiny", "grid", "overflow"])
+@pytest.mark.parametrize("d", [5, 100, 300])
+@pytest.mark.filterwarnings("error")
+def test_gemm_narrowed_search_equals_every_distance_by_differences(case, d, monkeypatch):
+    """In many dimensions a GEMM narrows each row's anchors first: the nearest anchors and
+    their distances stay those of the search by differences, bit for bit, with equal
+    distances, data far from the origin or near it, and squares that overflow."""
+    from streamkm._numba import anchor_graph
+
+    monkeypatch.setattr(anchor_graph, "GEMM_MIN_FEATURES", 0)  # narrow at every d
+    rng = np.random.default_rng(d)
+    anchors = rng.normal(size=(700, d))
+    x = rng.normal(size=(1100, d))  # more than one GEMM block of rows
+    if case == "ties":  # repeated anchors, rows on anchors: equal distances
+        anchors[350:] = anchors[:350]
+        x[:350] = anchors[:350]
+    elif case == "offset":
+        shift = 1e8 * rng.normal(size=d)
+        anchors, x = anchors + shift, x + shift
+    elif case == "tiny":
+        anchors, x = anchors * 1e-150, x * 1e-150
+    elif case == "grid":  # integers: many distances exactly equal
+        anchors, x = np.round(2 * anchors), np.round(2 * x)
+    elif case == "overflow":
+        anchors, x = anchors * 1e160, x * 1e160
+    anchors_t = np.ascontiguousarray(anchors.T)
+    for r in (1, 10):
+        got = anchor_graph.nearest_anchors(x, anchors_t, r)
+        want = anchor_graph.nearest_anchors_by_differences(x, anchors_t, r)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("t", [0.5, 3.0])
 def test_anchor_kernel_is_the_heat_kernel_of_the_anchor_graph(t):
     """K = features @ features.T equals exp(-t (I - W)), W = Z Lambda^-1 Z^T, over the

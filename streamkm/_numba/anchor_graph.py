@@ -1,9 +1,15 @@
-"""numba kernel of the anchor-graph kernel (``streamkm.kernels.anchor``): each row's nearest
+"""numba kernels of the anchor-graph kernel (``streamkm.kernels.anchor``): each row's nearest
 anchors.
 
 Distances are computed by differences in the same order as the k-nn graph kernels
 (:func:`streamkm._numba.knn_graph._row_sq_distances`, anchors passed transposed), so a
-row's nearest anchors are the same in every call.
+row's nearest anchors are the same in every call. In many dimensions a GEMM first narrows
+each row's anchors to those that can be among its nearest: the GEMM's distances
+||x||^2 + ||a||^2 - 2 x.a (of rows and anchors centred on the anchors' mean) differ from
+the exact ones by at most a rounding bound, so every anchor whose GEMM distance is within
+twice that bound of the r-th smallest is a candidate, and only candidates get the distance
+by differences. The result is the same, to the bit, as computing every distance by
+differences; the GEMM only saves work.
 """
 
 from __future__ import annotations
@@ -13,13 +19,100 @@ from numba import njit
 
 from streamkm._numba.knn_graph import _row_sq_distances
 
-__all__ = ["nearest_anchors"]
+__all__ = ["nearest_anchors", "nearest_anchors_by_differences"]
+
+#: features from which the GEMM narrows the search: on 1,024 rows x 1,500 anchors it is
+#: 2x slower at 16 features, 0.93-1.22x as fast at 64 (three runs), 1.5x as fast at 128 and
+#: 2.2x at 784 (``benchmarks/bench_anchor_search.py``, docs/benchmarks.md)
+GEMM_MIN_FEATURES = 96
+#: rows per GEMM block (its (rows, anchors) distances are held at once)
+_BLOCK_ROWS = 512
+#: safety factor on the rounding bound
+_SAFETY = 4.0
+
+
+def nearest_anchors(x: np.ndarray, anchors_t: np.ndarray,
+                    r: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``r`` nearest anchors of each row of x and their squared distances, nearest
+    first; of equally distant anchors the lower index comes first.
+
+    x is (n, d) float64, anchors_t (d, m) float64 (the anchors transposed), 1 <= r <= m.
+    Returns (indices (n, r) int64, sq_distances (n, r) float64), equal to
+    :func:`nearest_anchors_by_differences` bit for bit.
+    """
+    d, m = anchors_t.shape
+    if d < GEMM_MIN_FEATURES or r >= m:
+        return nearest_anchors_by_differences(x, anchors_t, r)
+    n = x.shape[0]
+    center = anchors_t.mean(axis=1)
+    anchors_c = anchors_t - center[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        anchor_sq = np.einsum("ij,ij->j", anchors_c, anchors_c)
+    # |GEMM distance - exact| <= (4d + 15) eps (||x - c||^2 + ||a - c||^2) for both the
+    # GEMM's rounding (centring included) and the differences' (module docstring)
+    unit = _SAFETY * (4 * d + 15) * np.finfo(np.float64).eps
+    indices = np.empty((n, r), dtype=np.int64)
+    nearest = np.empty((n, r), dtype=np.float64)
+    for lo in range(0, n, _BLOCK_ROWS):
+        hi = min(n, lo + _BLOCK_ROWS)
+        rows_c = x[lo:hi] - center
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked below
+            row_sq = np.einsum("ij,ij->i", rows_c, rows_c)
+            approx = rows_c @ anchors_c
+            approx *= -2.0
+            approx += row_sq[:, None]
+            approx += anchor_sq[None, :]
+            slack = 2.0 * unit * (row_sq + anchor_sq.max())
+        if not (np.isfinite(approx).all() and np.isfinite(slack).all()):  # overflow
+            indices[lo:hi], nearest[lo:hi] = nearest_anchors_by_differences(
+                np.ascontiguousarray(x[lo:hi]), anchors_t, r)
+            continue
+        _refine(x, lo, approx, slack, anchors_t, r, indices, nearest)
+    return indices, nearest
 
 
 @njit(cache=True)
-def nearest_anchors(x, anchors_t, r):  # pragma: no cover - compiled
-    """The ``r`` nearest anchors of each row of x and their squared distances, nearest
-    first; of equally distant anchors the lower index comes first.
+def _refine(x, lo, approx, slack, anchors_t, r, indices, nearest):  # pragma: no cover - compiled
+    """Rows lo.. of x: the exact nearest ``r`` among the anchors whose GEMM distance
+    ``approx`` is within ``slack`` of the row's r-th smallest, scanned in index order."""
+    m = anchors_t.shape[1]
+    d = anchors_t.shape[0]
+    best = np.empty(r, dtype=np.float64)
+    for b in range(approx.shape[0]):
+        i = lo + b
+        for j in range(m):  # the r smallest GEMM distances, by insertion
+            v = approx[b, j]
+            if j >= r and v >= best[r - 1]:
+                continue
+            p = min(j, r - 1)
+            while p > 0 and best[p - 1] > v:
+                best[p] = best[p - 1]
+                p -= 1
+            best[p] = v
+        limit = best[r - 1] + slack[b]
+        count = 0
+        for j in range(m):
+            if approx[b, j] > limit:
+                continue
+            v = 0.0
+            for f in range(d):
+                t = x[i, f] - anchors_t[f, j]
+                v += t * t
+            if count >= r and v >= nearest[i, r - 1]:
+                continue
+            p = min(count, r - 1)
+            while p > 0 and nearest[i, p - 1] > v:
+                nearest[i, p] = nearest[i, p - 1]
+                indices[i, p] = indices[i, p - 1]
+                p -= 1
+            nearest[i, p] = v
+            indices[i, p] = j
+            count += 1
+
+
+@njit(cache=True)
+def nearest_anchors_by_differences(x, anchors_t, r):  # pragma: no cover - compiled
+    """:func:`nearest_anchors` with every distance computed by differences.
 
     x is (n, d) float64, anchors_t (d, m) float64 (the anchors transposed), 1 <= r <= m.
     Returns (indices (n, r) int64, sq_distances (n, r) float64).
