@@ -317,8 +317,9 @@ class ModelConfig(_Section):
 
 
 #: default size of the service's first batch (its initialisation sample): what ``fit`` starts
-#: from at the default batch size (3 x 1024). On two noisy rings (factor 0.6, noise 0.08)
-#: ``gamma="auto"`` finds the rings from 3,072 rows in 6 of 6 seeds and from 1,024 in 2 of 10
+#: from at the default batch size (3 x 1024). Streamed in 1,024-row batches, two noisy rings
+#: (factor 0.6, noise 0.08) are found from a 3,072-row first batch in 9 of 10 seeds, from a
+#: 1,024-row one in 0 of 10 (``bench_quality.py --sections stream-first``)
 FIRST_BATCH_ROWS = 3072
 
 
