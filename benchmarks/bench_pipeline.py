@@ -98,7 +98,9 @@ def service_config(folder: Path, source: dict[str, Any], fmt: str, dim: int, k: 
         "source": source,
         "decoding": {"format": fmt, "dim": dim, "dtype": dtype},
         "model": model_params(k, mode),
-        "batching": {"batch_size": BATCH, "max_wait_ms": 1000},
+        # the engine's first step is one batch too: the same kernel decision, and the rate
+        # after the first batch counts the same records
+        "batching": {"batch_size": BATCH, "first_batch_size": BATCH, "max_wait_ms": 1000},
         "checkpoint": {"dir": "ck", "every_batches": every_batches, "every_seconds": 60},
         "sinks": sinks or {"assignments": "assignments.jsonl", "events": "events.jsonl",
                            "dead_letter": "dead.jsonl"},
