@@ -72,25 +72,36 @@ def nearest_anchors(x: np.ndarray, anchors_t: np.ndarray,
 
 
 @njit(cache=True)
+def _keep_nearest(values, indices, i, seen, v, j):  # pragma: no cover - compiled
+    """Row i's r smallest ``values`` so far (sorted, their ``indices`` beside them), after
+    ``seen`` candidates: candidate j at v is kept when smaller than the r-th, and an equal
+    value keeps the earlier candidate first."""
+    r = values.shape[1]
+    if seen >= r and v >= values[i, r - 1]:
+        return
+    p = min(seen, r - 1)
+    while p > 0 and values[i, p - 1] > v:
+        values[i, p] = values[i, p - 1]
+        indices[i, p] = indices[i, p - 1]
+        p -= 1
+    values[i, p] = v
+    indices[i, p] = j
+
+
+@njit(cache=True)
 def _refine(x, lo, approx, slack, anchors_t, r, indices, nearest):  # pragma: no cover - compiled
     """Rows lo.. of x: the exact nearest ``r`` among the anchors whose GEMM distance
     ``approx`` is within ``slack`` of the row's r-th smallest, scanned in index order."""
     m = anchors_t.shape[1]
     d = anchors_t.shape[0]
-    best = np.empty(r, dtype=np.float64)
+    best = np.empty((1, r), dtype=np.float64)
+    best_at = np.empty((1, r), dtype=np.int64)
     for b in range(approx.shape[0]):
         i = lo + b
-        for j in range(m):  # the r smallest GEMM distances, by insertion
-            v = approx[b, j]
-            if j >= r and v >= best[r - 1]:
-                continue
-            p = min(j, r - 1)
-            while p > 0 and best[p - 1] > v:
-                best[p] = best[p - 1]
-                p -= 1
-            best[p] = v
-        limit = best[r - 1] + slack[b]
-        count = 0
+        for j in range(m):
+            _keep_nearest(best, best_at, 0, j, approx[b, j], j)
+        limit = best[0, r - 1] + slack[b]
+        seen = 0
         for j in range(m):
             if approx[b, j] > limit:
                 continue
@@ -98,16 +109,8 @@ def _refine(x, lo, approx, slack, anchors_t, r, indices, nearest):  # pragma: no
             for f in range(d):
                 t = x[i, f] - anchors_t[f, j]
                 v += t * t
-            if count >= r and v >= nearest[i, r - 1]:
-                continue
-            p = min(count, r - 1)
-            while p > 0 and nearest[i, p - 1] > v:
-                nearest[i, p] = nearest[i, p - 1]
-                indices[i, p] = indices[i, p - 1]
-                p -= 1
-            nearest[i, p] = v
-            indices[i, p] = j
-            count += 1
+            _keep_nearest(nearest, indices, i, seen, v, j)
+            seen += 1
 
 
 @njit(cache=True)
@@ -125,14 +128,5 @@ def nearest_anchors_by_differences(x, anchors_t, r):  # pragma: no cover - compi
     for i in range(n):
         _row_sq_distances(x, i, anchors_t, dist)
         for j in range(m):
-            v = dist[j]
-            if j >= r and v >= nearest[i, r - 1]:
-                continue
-            p = min(j, r - 1)
-            while p > 0 and nearest[i, p - 1] > v:
-                nearest[i, p] = nearest[i, p - 1]
-                indices[i, p] = indices[i, p - 1]
-                p -= 1
-            nearest[i, p] = v
-            indices[i, p] = j
+            _keep_nearest(nearest, indices, i, j, dist[j], j)
     return indices, nearest

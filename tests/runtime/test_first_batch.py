@@ -37,13 +37,9 @@ class FirstBatch(RuntimeHook):
             self.seen.set()
 
 
-def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any],
-                          rows_per_write: int) -> tuple[int, str]:
-    """Size of the model's first batch and the kernel it chose, on a stream of
-    ``rows_per_write`` records every 0.1 s."""
-    x, _ = make_moons(6000, noise=0.06, random_state=0)
-    data = tmp_path / "in.jsonl"
-    data.write_bytes(b"")
+def _start_service(tmp_path: Path, batching: dict[str, Any]
+                   ) -> tuple[Service, FirstBatch, threading.Thread]:
+    """The service (k 2, 2-d records) reading ``in.jsonl`` from the start, in a thread."""
     config = config_from_mapping({
         "source": {"paths": ["in.jsonl"], "start_at": "beginning", "poll_interval_ms": 5},
         "decoding": {"dim": 2}, "batching": batching,
@@ -58,6 +54,17 @@ def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any],
     service.start()
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()
+    return service, hook, runner
+
+
+def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any],
+                          rows_per_write: int) -> tuple[int, str]:
+    """Size of the model's first batch and the kernel it chose, on a stream of
+    ``rows_per_write`` records every 0.1 s."""
+    x, _ = make_moons(6000, noise=0.06, random_state=0)
+    data = tmp_path / "in.jsonl"
+    data.write_bytes(b"")
+    service, hook, runner = _start_service(tmp_path, batching)
     stop_writing = threading.Event()
 
     def write() -> None:
@@ -115,18 +122,7 @@ def test_the_default_first_batch_finds_two_noisy_rings(tmp_path):
     x, labels = make_circles(6000, factor=0.6, noise=0.08, random_state=0)
     (tmp_path / "in.jsonl").write_text("".join(
         json.dumps({"id": i, "x": row.tolist()}) + "\n" for i, row in enumerate(x)))
-    config = config_from_mapping({
-        "source": {"paths": ["in.jsonl"], "start_at": "beginning", "poll_interval_ms": 5},
-        "decoding": {"dim": 2}, "model": {"n_clusters": 2, "random_state": 0},
-        "checkpoint": {"dir": "ckpt"}, "sinks": {"assignments": "out/assignments.jsonl"},
-        "metrics": {"enabled": False},
-    }, base_dir=tmp_path)
-    service = Service(config, registry=CollectorRegistry())
-    hook = FirstBatch()
-    service.add_hook(hook)
-    service.start()
-    runner = threading.Thread(target=service.run, daemon=True)
-    runner.start()
+    service, hook, runner = _start_service(tmp_path, {})
     try:
         deadline = time.monotonic() + 60
         while sum(hook.sizes) < len(x) and time.monotonic() < deadline:
