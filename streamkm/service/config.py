@@ -595,14 +595,16 @@ class ServiceConfig(_Section):
     @property
     def first_batch(self) -> int:
         """Valid records the model's first batch closes at: ``batching.first_batch_size``;
-        by default ``batch_size``, and at least ``FIRST_BATCH_ROWS`` when the kernel the
-        model keeps is chosen or fitted on that batch (no drift handling, no sketch)."""
+        by default ``batch_size`` or ``model.init_size``, whichever is larger, and at least
+        ``FIRST_BATCH_ROWS`` when the kernel the model keeps is chosen or fitted on that
+        batch (no drift handling, no sketch)."""
         batching = self.batching
         if batching.first_batch_size is not None:
             return batching.first_batch_size
+        rows = max(batching.batch_size, self.model.init_size or 0)
         if self.drift.enabled or self.sketch.kind != "none":
-            return batching.batch_size
-        return max(batching.batch_size, FIRST_BATCH_ROWS)
+            return rows
+        return max(rows, FIRST_BATCH_ROWS)
 
     @model_validator(mode="after")
     def _first_batch_can_initialise(self) -> ServiceConfig:

@@ -61,6 +61,10 @@ def test_first_batch_holds_the_initialisation_sample(tmp_path: Path, extra: str,
                                                      rows: int) -> None:
     config = load_config(write(tmp_path, MINIMAL + extra), env={})
     assert config.first_batch == rows
+    # a larger model.init_size (the rows the model starts from) makes it larger
+    sized = load_config(write(tmp_path, MINIMAL.replace("n_clusters = 4", "n_clusters = 4\n"
+                                                        "init_size = 5000") + extra), env={})
+    assert sized.first_batch == (rows if "first_batch_size" in extra else max(rows, 5000))
 
 
 @pytest.mark.unit
