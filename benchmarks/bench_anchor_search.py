@@ -22,6 +22,8 @@ import argparse
 import os
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -45,30 +47,35 @@ def blobs(n: int, d: int, seed: int) -> np.ndarray:
     return make_blobs(n, n_features=d, centers=10, random_state=seed)[0]
 
 
+@contextmanager
+def gemm_from(features: int) -> Iterator[None]:
+    """Narrow the search by a GEMM from ``features`` features on, inside the block."""
+    saved = anchor_graph.GEMM_MIN_FEATURES
+    anchor_graph.GEMM_MIN_FEATURES = features
+    try:
+        yield
+    finally:
+        anchor_graph.GEMM_MIN_FEATURES = saved
+
+
 def search_times(d: int) -> tuple[float, float]:
     """Seconds by differences and GEMM-narrowed (forced below ``GEMM_MIN_FEATURES`` too)."""
     x = blobs(ROWS, d, 0)
     anchors_t = np.ascontiguousarray(blobs(ANCHORS, d, 0)[::-1].T)  # other draws, same centers
     out = {}
-    saved = anchor_graph.GEMM_MIN_FEATURES
-    anchor_graph.GEMM_MIN_FEATURES = 0
-    try:
+    with gemm_from(0):
         for name, search in (("gemm", anchor_graph.nearest_anchors),
                              ("differences", anchor_graph.nearest_anchors_by_differences)):
             t0 = time.perf_counter()
             out[name] = search(x, anchors_t, NEAREST)
             out[name + "_s"] = time.perf_counter() - t0
-    finally:
-        anchor_graph.GEMM_MIN_FEATURES = saved
     for a, b in zip(out["gemm"], out["differences"]):
         assert np.array_equal(a, b), "the two searches differ"
     return out["differences_s"], out["gemm_s"]
 
 
 def engine_batch_time(d: int, gemm: bool) -> float:
-    saved = anchor_graph.GEMM_MIN_FEATURES
-    anchor_graph.GEMM_MIN_FEATURES = saved if gemm else 10**9
-    try:
+    with gemm_from(anchor_graph.GEMM_MIN_FEATURES if gemm else 10**9):
         x = blobs(22 * ROWS, d, 1)
         model = MiniBatchKernelKMeans(10, kernel="anchor", tol=0.0, random_state=0)
         model.partial_fit(x[:2 * ROWS])
@@ -78,8 +85,6 @@ def engine_batch_time(d: int, gemm: bool) -> float:
             model.partial_fit(x[b * ROWS:(b + 1) * ROWS])
             seconds.append(time.perf_counter() - t0)
         return statistics.median(seconds)
-    finally:
-        anchor_graph.GEMM_MIN_FEATURES = saved
 
 
 def main() -> None:

@@ -48,6 +48,7 @@ def nearest_anchors(x: np.ndarray, anchors_t: np.ndarray,
     anchors_c = anchors_t - center[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         anchor_sq = np.einsum("ij,ij->j", anchors_c, anchors_c)
+        widest = anchor_sq.max()
     # |GEMM distance - exact| <= (4d + 15) eps (||x - c||^2 + ||a - c||^2) for both the
     # GEMM's rounding (centring included) and the differences' (module docstring)
     unit = _SAFETY * (4 * d + 15) * np.finfo(np.float64).eps
@@ -62,7 +63,7 @@ def nearest_anchors(x: np.ndarray, anchors_t: np.ndarray,
             approx *= -2.0
             approx += row_sq[:, None]
             approx += anchor_sq[None, :]
-            slack = 2.0 * unit * (row_sq + anchor_sq.max())
+            slack = 2.0 * unit * (row_sq + widest)
         if not (np.isfinite(approx).all() and np.isfinite(slack).all()):  # overflow
             indices[lo:hi], nearest[lo:hi] = nearest_anchors_by_differences(
                 np.ascontiguousarray(x[lo:hi]), anchors_t, r)

@@ -184,7 +184,7 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
                        ("heat", feature_gram(features))):
         labels[name] = _kernel_lloyd(kmat, n_clusters, rng)
         cuts[name] = normalized_cut(adjacency, labels[name], n_clusters)
-    offered_rows = sample if landmarks is None else landmarks
+    offered = _offered_rows(sample if landmarks is None else landmarks, rng)
     graph = heat.fitted.graph.landmark_adjacency
     if cuts["heat"] < NCUT_RATIO * cuts["width"] and (
             cuts["width"] - cuts["heat"] > NCUT_MARGIN
@@ -193,10 +193,8 @@ def choose_auto_kernel(kind: KernelType, gamma: float, sample: np.ndarray,
             # rows and still cut across them in the fit (rings of factor 0.3, 1 seed in 10)
             cuts["heat"] <= _ZERO_CUT
             and connected_components(adjacency, directed=False)[0] == n_clusters):
-        level = _level_set_kernel(_offered_rows(offered_rows, rng), rows, graph, n_clusters,
-                                  [labels["heat"]])
+        level = _level_set_kernel(offered, rows, graph, n_clusters, [labels["heat"]])
         return heat if level is None else level
-    offered = _offered_rows(offered_rows, rng)
     anchor = KernelSpec("anchor").fit(offered, n_clusters)
     labels["anchor"] = _kernel_lloyd(feature_gram(anchor.prepare(rows)), n_clusters, rng,
                                      _ANCHOR_STARTS)

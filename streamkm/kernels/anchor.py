@@ -37,7 +37,6 @@ weights are scale-free, and a far outlier still has weights exp(-d2 / h2) >= exp
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -51,6 +50,7 @@ from streamkm.kernels._graph import distinct_rows, row_blocks
 from streamkm.kernels._registry import register
 from streamkm.kernels._spectral import (MIN_EIGENVALUE, auto_diffusion_time,
                                         leading_eigenpairs, significant_eigenpairs)
+from streamkm.state_io import array_digest
 
 __all__ = ["Anchor", "AnchorState", "anchor_weights"]
 
@@ -80,7 +80,7 @@ class AnchorState:
 
     def remember_fitted_weights(self, rows: np.ndarray, z: sp.csr_matrix) -> None:
         """Keep Z of the fitted ``rows`` (float64) for :meth:`take_fitted_weights`."""
-        self.__dict__["_fitted_weights"] = (rows.shape, _digest(rows), z)
+        self.__dict__["_fitted_weights"] = (rows.shape, array_digest(rows), z)
 
     def take_fitted_weights(self, x: np.ndarray) -> sp.csr_matrix | None:
         """Z of x if x holds the fitted rows (their values, in any float dtype), once; else
@@ -88,14 +88,10 @@ class AnchorState:
         kept = self.__dict__.get("_fitted_weights")
         if kept is None or kept[0] != x.shape:
             return None
-        if kept[1] != _digest(np.ascontiguousarray(x, dtype=np.float64)):
+        if kept[1] != array_digest(np.asarray(x, dtype=np.float64)):
             return None
         self.__dict__.pop("_fitted_weights", None)
         return kept[2]
-
-
-def _digest(rows: np.ndarray) -> bytes:
-    return hashlib.blake2b(np.ascontiguousarray(rows).data, digest_size=16).digest()
 
 
 def anchor_weights(x: np.ndarray, anchors_t: np.ndarray, n_nearest: int) -> sp.csr_matrix:
