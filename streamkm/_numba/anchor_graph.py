@@ -22,8 +22,8 @@ from streamkm._numba.knn_graph import _row_sq_distances
 __all__ = ["nearest_anchors", "nearest_anchors_by_differences"]
 
 #: features from which the GEMM narrows the search: on 1,024 rows x 1,500 anchors it is
-#: 2x slower at 16 features, 0.93-1.22x as fast at 64 (three runs), 1.5x as fast at 128 and
-#: 2.2x at 784 (``benchmarks/bench_anchor_search.py``, docs/benchmarks.md)
+#: 2x slower at 16 features, 0.93-1.22x as fast at 64 (four runs), 1.4-1.7x as fast at 128
+#: and 2.1-2.3x at 784 (``benchmarks/bench_anchor_search.py``, docs/benchmarks.md)
 GEMM_MIN_FEATURES = 96
 #: rows per GEMM block (its (rows, anchors) distances are held at once)
 _BLOCK_ROWS = 512
