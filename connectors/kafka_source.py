@@ -37,6 +37,18 @@ Each partition buffers what the consumer fetched until the service asks for it; 
 ``max_buffered_records`` the partition is paused and resumed once drained (backpressure).
 Messages larger than ``max_record_bytes`` are handed out with ``error="oversized"`` (first
 KiB kept) and end up in the dead-letter sink.
+
+A record kafka-python cannot parse (a header key that is not UTF-8, a record batch failing
+its CRC, a batch it cannot decompress) makes ``poll`` raise while it unpacks the fetched
+bytes, and the fetcher would then turn the same dead record iterator for ever. The source
+recognises that error by where it was raised (kafka-python's record unpacking, or
+``CorruptRecordError``), takes the partition from the fetcher's in-line records and the
+offset from the consumer's position (the record that failed: positions move only past
+records handed out), hands that offset out with ``error="undecodable_record"`` and the
+client's error as detail (dead-lettered like any bad record), and seeks one past it. A
+corrupt batch of n records therefore gives n dead letters, one per offset, and never skips a
+record that could be read. The partition keeps flowing and a restart never meets the record
+again (its offset is in the checkpoint like any other).
 """
 
 from __future__ import annotations
@@ -56,6 +68,7 @@ from streamkm.sources import (
     LAG_RECORDS,
     OVERSIZED,
     RELEASED,
+    UNDECODABLE_RECORD,
     AssignmentListener,
 )
 
@@ -168,6 +181,15 @@ class KafkaPartition:
             expected = msg.offset + 1
             replayed = self.replay_until is not None and msg.offset < self.replay_until
             self._buffer.append(_to_record(msg, max_record_bytes, replayed))
+
+    def accept_undecodable(self, offset: int, error: str) -> None:
+        """Buffer the record at ``offset`` that the client could not parse, as an
+        ``undecodable_record`` carrying ``error``."""
+        replayed = self.replay_until is not None and offset < self.replay_until
+        position = {"topic": self.tp.topic, "partition": self.tp.partition, "offset": offset}
+        self._buffer.append(KafkaRecord(value=b"", key=None, position=position,
+                                        error=UNDECODABLE_RECORD, replayed=replayed,
+                                        detail=error))
 
 
 def _to_record(msg: Any, max_record_bytes: int, replayed: bool = False) -> KafkaRecord:
@@ -383,10 +405,13 @@ class KafkaSource:
 
         try:
             fetched = consumer.poll(timeout_ms=int(timeout_s * 1000))
-        except (KafkaError, OSError, ValueError) as exc:
-            self._log_poll_error(exc)
+        except Exception as exc:
             fetched = {}
-            time.sleep(min(timeout_s, 0.1))
+            if not self._skip_undecodable(consumer, exc):
+                if not isinstance(exc, (KafkaError, OSError, ValueError)):
+                    raise
+                self._log_poll_error(exc)
+                time.sleep(min(timeout_s, 0.1))
         self._settle_released(consumer)
         for tp, messages in fetched.items():
             part = self._parts.get(tp)
@@ -541,6 +566,25 @@ class KafkaSource:
                 consumer.seek(tp, offset)
             consumer.resume(tp)
 
+    def _skip_undecodable(self, consumer: Any, exc: BaseException) -> bool:
+        """If ``exc`` is kafka-python failing to parse a fetched record: hand that record out
+        as ``undecodable_record`` and seek past it (see the module docstring); True if so."""
+        tp = _unparsed_partition(consumer, exc)
+        part = self._parts.get(tp) if tp is not None else None
+        if part is None or part.closed or not part.resolved:
+            return False
+        try:
+            offset = int(consumer.position(tp, timeout_ms=self.commit_timeout_ms))
+        except Exception:  # noqa: BLE001 - position unknown: an ordinary poll failure
+            return False
+        message = str(exc.args[0]) if exc.args else str(exc)
+        error = f"{type(exc).__name__}: {message.replace(str(tp), part.key)}"
+        log_event(_log, "warning", "kafka_record_undecodable", partition=part.key,
+                  offset=offset, error=error)
+        part.accept_undecodable(offset, error)
+        consumer.seek(tp, offset + 1)
+        return True
+
     def _resume_drained(self, consumer: Any) -> None:
         low = self.max_buffered_records // 2
         for tp, part in self._parts.items():
@@ -562,6 +606,28 @@ class KafkaSource:
         if now - self._poll_error_logged >= 5.0:
             self._poll_error_logged = now
             log_event(_log, "warning", "kafka_poll_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def _unparsed_partition(consumer: Any, exc: BaseException) -> Any:
+    """The partition whose fetched bytes kafka-python failed to parse when it raised ``exc``
+    (``None`` if ``exc`` came from elsewhere: transport, coordinator, arguments)."""
+    from kafka.errors import CorruptRecordError
+
+    if not isinstance(exc, CorruptRecordError) and not _raised_unpacking(exc):
+        return None
+    in_line = getattr(getattr(consumer, "_fetcher", None), "_next_partition_records", None)
+    return getattr(in_line, "topic_partition", None)
+
+
+def _raised_unpacking(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "_unpack_records" or "kafka/record/" in code.co_filename.replace(
+                "\\", "/"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def kafka_source_from_config(source: Any, kafka: Any, metrics: Any = None) -> KafkaSource:

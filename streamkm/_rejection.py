@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from streamkm.sources import OVERSIZED, TRUNCATED, RawRecord
+from streamkm.sources import OVERSIZED, TRUNCATED, UNDECODABLE_RECORD, RawRecord
 
 __all__ = ["RejectReason", "Rejection", "DETAIL_MAX_CHARS", "QUOTE_MAX_BYTES", "quote", "reject",
            "safe_text", "position_id", "text_of", "encoding_rejection", "framing_rejection",
@@ -50,6 +50,9 @@ class RejectReason(str, Enum):
     INDEX_OUT_OF_RANGE = "index_out_of_range"
     UNSORTED_INDICES = "unsorted_indices"
     INVALID_ID = "invalid_id"
+    #: The source's client library could not parse the record (Kafka: a header key that is
+    #: not UTF-8, a record batch failing its CRC); skipped past, never retried.
+    UNDECODABLE_RECORD = "undecodable_record"
     #: Accepted and learned, but its assignment could not be serialised/written by the sink
     #: (the runtime's second line of defence, see :class:`streamkm.sinks.SinkSet`).
     OUTPUT_ERROR = "output_error"
@@ -148,6 +151,9 @@ def framing_rejection(record: RawRecord) -> Rejection:
         return reject(RejectReason.UNPARSEABLE,
                       f"incomplete last record of a rotated or deleted file: {quote(record.value)}",
                       record)
+    if record.error == UNDECODABLE_RECORD:
+        return reject(RejectReason.UNDECODABLE_RECORD,
+                      f"the client cannot parse it: {record.detail}", record)
     return reject(RejectReason.UNPARSEABLE,
                   f"source error {record.error!r}: {quote(record.value)}", record)
 

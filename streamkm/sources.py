@@ -26,12 +26,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["RawRecord", "SourcePartition", "Source", "AssignmentListener", "DynamicSource",
-           "ReportsReadiness", "OVERSIZED", "TRUNCATED", "ERROR_PREFIX_BYTES", "RELEASED",
+           "ReportsReadiness", "OVERSIZED", "TRUNCATED", "UNDECODABLE_RECORD", "ERROR_PREFIX_BYTES", "RELEASED",
            "LAG_BYTES", "LAG_RECORDS"]
 
 #: ``RawRecord.error`` of a record longer than the source's size limit; ``value`` then
 #: holds only a prefix of at most :data:`ERROR_PREFIX_BYTES` bytes.
 OVERSIZED = "oversized"
+#: ``RawRecord.error`` of a record the transport's client library could not parse (a Kafka
+#: header key that is not UTF-8, a record batch failing its CRC): ``value`` is empty, the
+#: client's error is in ``RawRecord.detail``, the position says where the record is.
+UNDECODABLE_RECORD = "undecodable_record"
 #: ``RawRecord.error`` of an incomplete last record of a file that will never be completed
 #: (the file was rotated away or deleted while its last line had no newline yet).
 TRUNCATED = "truncated"
@@ -65,12 +69,16 @@ class RawRecord:
         Used to derive ids and to report bad records.
     error : str or None
         A framing-level problem found by the source: ``"oversized"`` (the record exceeded
-        the size limit and was skipped) or ``"truncated"`` (an incomplete last record of a
-        file that was rotated away). ``None`` if the record is fine.
+        the size limit and was skipped), ``"truncated"`` (an incomplete last record of a
+        file that was rotated away) or ``"undecodable_record"`` (the client library could
+        not parse it). ``None`` if the record is fine.
     replayed : bool
         The record's outputs were already committed by an earlier run (transactional
         outputs committed right before a crash kept the checkpoint from being written): the
         model learns it again, but no sink writes anything for it.
+    detail : str or None
+        The source's description of the problem named by ``error`` (the client library's
+        parse error of an ``undecodable_record``), for the dead-letter sink.
     """
 
     value: bytes
@@ -78,6 +86,7 @@ class RawRecord:
     position: dict[str, Any]
     error: str | None = None
     replayed: bool = False
+    detail: str | None = None
 
 
 @runtime_checkable
