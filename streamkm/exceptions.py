@@ -3,12 +3,17 @@
 Every error raised on purpose by streamkm derives from :class:`StreamkmError` and from
 the builtin exception a caller would naturally catch (``ValueError`` for bad values,
 ``AttributeError`` for use before fitting, ...). Messages quote the offending value.
+
+:class:`ParameterError` and :class:`NotFittedError` also derive from scikit-learn's own
+exceptions, so they are created on first use (module ``__getattr__``): importing this module,
+or ``streamkm``, does not import scikit-learn, which commands that never build a model
+(``streamkm --version``, ``--help``, ``checkpoint inspect``) do not need.
 """
 
 from __future__ import annotations
 
-from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
-from sklearn.utils._param_validation import InvalidParameterError as _SklearnParameterError
+import threading
+from typing import Any
 
 __all__ = [
     "StreamkmError",
@@ -45,21 +50,6 @@ class NoLevelSetError(ValidationError):
 class InputTypeError(ValidationError, TypeError):
     """Input data of a type that cannot be used at all (e.g. sparse where dense is needed,
     objects that are not numbers); also a ``TypeError``, as in scikit-learn."""
-
-
-class ParameterError(StreamkmError, _SklearnParameterError):
-    """A constructor or function parameter has a bad value.
-
-    Also scikit-learn's ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``),
-    so scikit-learn tools recognise it.
-    """
-
-
-class NotFittedError(StreamkmError, _SklearnNotFittedError):
-    """The estimator is used before it was fitted.
-
-    Also scikit-learn's ``NotFittedError`` (an ``AttributeError`` and a ``ValueError``).
-    """
 
 
 class StateError(StreamkmError, ValueError):
@@ -123,3 +113,54 @@ class OutputRecordError(StreamkmError, ValueError):
     """One entry cannot be serialised or written by a sink for a reason of its own (an
     encoding or serialisation error of that entry), whatever the device. The record is
     dead-lettered with the error as its detail instead; it is never retried."""
+
+
+_SKLEARN_BASED_LOCK = threading.Lock()
+
+
+def _define_parameter_error() -> type:
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    class ParameterError(StreamkmError, InvalidParameterError):
+        """A constructor or function parameter has a bad value.
+
+        Also scikit-learn's ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``),
+        so scikit-learn tools recognise it.
+        """
+
+    return ParameterError
+
+
+def _define_not_fitted_error() -> type:
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    class NotFittedError(StreamkmError, SklearnNotFittedError):
+        """The estimator is used before it was fitted.
+
+        Also scikit-learn's ``NotFittedError`` (an ``AttributeError`` and a ``ValueError``).
+        """
+
+    return NotFittedError
+
+
+_SKLEARN_BASED = {"ParameterError": _define_parameter_error,
+                  "NotFittedError": _define_not_fitted_error}
+
+
+def __getattr__(name: str) -> Any:
+    """Create a scikit-learn based error class on first access (then a plain global)."""
+    define = _SKLEARN_BASED.get(name)
+    if define is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _SKLEARN_BASED_LOCK:
+        cls = globals().get(name)
+        if cls is None:
+            cls = define()
+            cls.__module__ = __name__
+            cls.__qualname__ = name
+            globals()[name] = cls
+    return cls
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SKLEARN_BASED))

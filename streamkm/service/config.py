@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from streamkm.exceptions import ConfigError, ParameterError
+from streamkm.exceptions import ConfigError
 from streamkm.registry import client_settings_check
 
 __all__ = [
@@ -308,6 +308,7 @@ class ModelConfig(_Section):
     @model_validator(mode="after")
     def _valid_for_the_estimator(self) -> ModelConfig:
         from streamkm.cluster import MiniBatchKernelKMeans
+        from streamkm.exceptions import ParameterError
 
         try:
             MiniBatchKernelKMeans.from_params(self.estimator_params())

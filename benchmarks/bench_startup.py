@@ -1,0 +1,104 @@
+"""How long a command takes before it does anything: the start-up cost of ``streamkm``.
+
+Each measurement is the wall time of a fresh interpreter running one of:
+
+* ``import numpy`` (the floor every numeric command pays),
+* ``import streamkm`` (bare import: no estimator used),
+* ``python -m streamkm --version`` (the console script's fastest path),
+* ``import streamkm; streamkm.MiniBatchKernelKMeans`` (first use of an estimator:
+  scikit-learn, scipy and numba are loaded),
+
+interleaved (every case once per repeat, in turn), so load from elsewhere hits all cases
+alike. With ``--tree DIR`` (repeatable) each source tree (a checkout holding the ``streamkm``
+package, e.g. a ``git worktree`` of another commit) is measured in the same interleaved
+loop, by putting it first on ``PYTHONPATH``.
+
+Usage::
+
+    python benchmarks/bench_startup.py --repeats 7
+    python benchmarks/bench_startup.py --tree . --tree ../other-checkout --repeats 7
+
+Prints one markdown table: median (min-max) seconds per case and tree, and the goal each
+case is held against (``--version`` <= 0.2 s, ``import streamkm`` <= 0.4 s, idle machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: (label, interpreter arguments, goal in seconds or None)
+CASES: list[tuple[str, list[str], float | None]] = [
+    ("import numpy", ["-c", "import numpy"], None),
+    ("import streamkm", ["-c", "import streamkm"], 0.4),
+    ("streamkm --version", ["-m", "streamkm", "--version"], 0.2),
+    ("first estimator use", ["-c", "import streamkm; streamkm.MiniBatchKernelKMeans"], None),
+]
+
+
+def wall_seconds(args: list[str], tree: Path) -> float:
+    """Wall time of ``python ARGS`` with ``tree`` first on the import path."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, *args], env=env, cwd=tree, check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def measure(trees: list[Path], repeats: int) -> dict[tuple[str, Path], list[float]]:
+    """Seconds per (case, tree), interleaved; one warm-up round is not counted (it fills
+    the file cache and writes the byte-code caches)."""
+    for label, args, _ in CASES:
+        for tree in trees:
+            wall_seconds(args, tree)
+    times: dict[tuple[str, Path], list[float]] = {}
+    for _ in range(repeats):
+        for label, args, _ in CASES:
+            for tree in trees:
+                times.setdefault((label, tree), []).append(wall_seconds(args, tree))
+    return times
+
+
+def _fmt(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def table(times: dict[tuple[str, Path], list[float]], trees: list[Path]) -> str:
+    """The markdown table of ``times``."""
+    head = "| command | " + " | ".join(f"`{t}` s" for t in trees) + " | goal |"
+    rule = "|---|" + "---|" * len(trees) + "---|"
+    rows = [head, rule]
+    for label, _, goal in CASES:
+        cells = " | ".join(_fmt(times[(label, tree)]) for tree in trees)
+        rows.append(f"| `{label}` | {cells} | {'<= %.1f s' % goal if goal else '-'} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", action="append", type=Path,
+                        help="source tree holding the streamkm package (repeatable; "
+                             "default: this checkout)")
+    parser.add_argument("--repeats", type=int, default=7, help="rounds (>= 5)")
+    args = parser.parse_args(argv)
+    if args.repeats < 5:
+        parser.error(f"--repeats must be >= 5, got {args.repeats}")
+    trees = [t.resolve() for t in (args.tree or [Path(__file__).resolve().parent.parent])]
+    for tree in trees:
+        if not (tree / "streamkm" / "__init__.py").is_file():
+            parser.error(f"--tree {str(tree)!r} holds no streamkm package")
+    times = measure(trees, args.repeats)
+    load = os.getloadavg()
+    print(f"{args.repeats} repeats, interleaved; load average {load[0]:.1f} / "
+          f"{os.cpu_count()} CPUs; {sys.version.split()[0]}\n")
+    print(table(times, trees))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
