@@ -6,6 +6,9 @@ Sliding-window mini-batch kernel k-means (``MiniBatchKernelKMeans``) usable embe
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 from streamkm._threads import get_num_threads, num_threads, set_num_threads
 from streamkm._version import __version__
 from streamkm.cluster import MiniBatchKernelKMeans, StepReport
@@ -25,6 +28,7 @@ from streamkm.exceptions import (
 
 __all__ = [
     "__version__",
+    "datasets",
     "get_num_threads",
     "num_threads",
     "set_num_threads",
@@ -44,3 +48,11 @@ __all__ = [
     "StreamkmError",
     "ValidationError",
 ]
+
+
+def __getattr__(name: str) -> ModuleType:
+    """Submodules imported on first use (``streamkm.datasets``), so ``import streamkm``
+    stays as fast as without them."""
+    if name == "datasets":
+        return importlib.import_module("streamkm.datasets")
+    raise AttributeError(f"module 'streamkm' has no attribute {name!r}")
