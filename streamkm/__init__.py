@@ -54,11 +54,13 @@ _PUBLIC: dict[str, str] = {
     "ValidationError": "streamkm.exceptions",
 }
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = ["__version__", "datasets", *_PUBLIC]
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name's module on first access and cache the name here."""
+    if name == "datasets":  # a submodule, imported on first use like the names above
+        return importlib.import_module("streamkm.datasets")
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'streamkm' has no attribute {name!r}")
@@ -68,4 +70,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
+    return sorted(set(globals()) | set(_PUBLIC) | {"datasets"})
