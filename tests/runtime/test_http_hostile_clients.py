@@ -29,7 +29,8 @@ from tests.helpers.service_process import (
     write_jsonl,
 )
 
-pytestmark = pytest.mark.integration
+# hundreds of connections at once: run while no other test runs, so neither disturbs the other
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 LIMITS = ListenerLimits()
 

@@ -116,10 +116,10 @@ def test_no_files_and_no_accepted_records_use_their_grace(tmp_path: Path) -> Non
     hook.tick(None, t0 + 1)  # type: ignore[arg-type]
     hook.tick(None, t0 + 10.5)  # type: ignore[arg-type]
     assert not hook.switches[SOURCE_NO_FILES].active  # unmatched for 9.5 s only
-    hook.tick(None, t0 + 11)  # type: ignore[arg-type]
+    hook.tick(None, t0 + 11.5)  # type: ignore[arg-type]  (off whole seconds: t0 + n - t0 may round below n)
     assert hook.switches[SOURCE_NO_FILES].active
     assert not hook.switches[NO_ACCEPTED_RECORDS].active
-    hook.tick(None, t0 + 20)  # type: ignore[arg-type]
+    hook.tick(None, t0 + 20.5)  # type: ignore[arg-type]
     assert hook.switches[NO_ACCEPTED_RECORDS].active
     (tmp_path / "in.jsonl").write_text("")
     hook.tick(None, t0 + 21)  # type: ignore[arg-type]
