@@ -9,7 +9,8 @@ import numpy as np
 
 from streamkm.exceptions import ParameterError, ValidationError
 
-__all__ = ["check_array", "check_finite", "check_random_state", "check_int", "check_float", "check_choice"]
+__all__ = ["check_array", "check_finite", "check_random_state", "check_int", "check_float", "check_choice",
+           "check_float_dtype"]
 
 
 def check_array(x: Any, *, name: str = "X", n_features: int | None = None) -> np.ndarray:
@@ -104,3 +105,14 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ParameterError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+def check_float_dtype(value: Any, name: str = "dtype") -> np.dtype:
+    """``value`` as float32 or float64 :class:`numpy.dtype`, else a ParameterError naming it."""
+    try:
+        dtype = np.dtype(value)
+    except TypeError as exc:
+        raise ParameterError(f"{name} must be float32 or float64, got {value!r}") from exc
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ParameterError(f"{name} must be float32 or float64, got {value!r}")
+    return dtype

@@ -23,7 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._validation import check_float, check_int, check_random_state
+from streamkm._validation import (
+    check_float,
+    check_float_dtype,
+    check_int,
+    check_random_state,
+)
 from streamkm.exceptions import ParameterError
 
 __all__ = ["StreamEvent", "make_drifting_stream"]
@@ -250,12 +255,7 @@ def make_drifting_stream(
     d = check_int(n_features, "n_features", low=2)
     noise_sd = check_float(noise, "noise", low=0.0)
     std = check_float(cluster_std, "cluster_std", low=0.0, low_inclusive=False)
-    try:
-        out_dtype = np.dtype(dtype)
-    except TypeError as exc:
-        raise ParameterError(f"dtype must be float32 or float64, got {dtype!r}") from exc
-    if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ParameterError(f"dtype must be float32 or float64, got {dtype!r}")
+    out_dtype = check_float_dtype(dtype)
     rng = check_random_state(random_state)
 
     index = np.arange(n)

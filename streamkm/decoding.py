@@ -62,6 +62,7 @@ from streamkm._rejection import (
     typed_json_decoder,
 )
 from streamkm._sparse import is_sparse
+from streamkm._validation import check_float_dtype
 from streamkm.decoding_sparse import decode_sparse_json
 from streamkm.exceptions import ParameterError
 from streamkm.sources import RawRecord
@@ -164,12 +165,7 @@ class RecordDecoder:
             max_abs = math.nan
         if not max_abs > 0:
             raise ParameterError(f"max_abs_value must be a positive number, got {max_abs_value!r}")
-        try:
-            np_dtype = np.dtype(dtype)
-        except TypeError as exc:
-            raise ParameterError(f"dtype must be float32 or float64, got {dtype!r}") from exc
-        if np_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-            raise ParameterError(f"dtype must be float32 or float64, got {dtype!r}")
+        np_dtype = check_float_dtype(dtype)
         if max_record_bytes is not None and (
             isinstance(max_record_bytes, bool) or not isinstance(max_record_bytes, int)
             or max_record_bytes < 1

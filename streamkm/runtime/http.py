@@ -28,6 +28,7 @@ b'pong'
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
@@ -221,16 +222,17 @@ class _CappedReader:
         self.used = 0
 
     def readline(self, size: int = -1) -> bytes:
-        room = self._limit - self.used + 1
-        line = self._raw.readline(room if size < 0 else min(size, room))
-        self.used += len(line)
-        if self.used > self._limit:
-            raise _HeadersTooLarge
-        return line
+        return self._counted(self._raw.readline(self._room(size)))
 
     def read(self, size: int = -1) -> bytes:
+        return self._counted(self._raw.read(self._room(size)))
+
+    def _room(self, size: int) -> int:
+        # one byte past the limit, so that going over it is seen
         room = self._limit - self.used + 1
-        data = self._raw.read(room if size < 0 else min(size, room))
+        return room if size < 0 else min(size, room)
+
+    def _counted(self, data: bytes) -> bytes:
         self.used += len(data)
         if self.used > self._limit:
             raise _HeadersTooLarge
@@ -401,10 +403,8 @@ class _LimitedServer(ThreadingHTTPServer):
 
 def _cut(conn: socket.socket) -> None:
     """Wake the thread blocked reading ``conn``: its read ends, the connection closes."""
-    try:
+    with contextlib.suppress(OSError):  # the client closed it already
         conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 @dataclass
