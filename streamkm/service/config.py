@@ -46,6 +46,7 @@ from sklearn.utils._param_validation import StrOptions
 from streamkm.cluster import MiniBatchKernelKMeans
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import ConfigError, ParameterError
+from streamkm.kernels._spec import check_kernel_options
 from streamkm.registry import client_settings_check
 
 __all__ = [
@@ -329,6 +330,18 @@ class _ModelSection(_Section):
     :data:`MODEL_SERVICE_DEFAULTS`), each value checked by the estimator's own check, so
     that a newly registered kernel or gamma rule is accepted here without a change to this
     file. ``kernel_params`` is a table (``[model.kernel_params]``)."""
+
+    @field_validator("kernel_params", mode="after", check_fields=False)
+    @classmethod
+    def _options_of_the_kernel(cls, value: Any, info: Any) -> Any:
+        kernel = info.data.get("kernel")  # absent when the kernel itself was refused
+        if kernel is not None:
+            try:
+                check_kernel_options(kernel, value)
+            except ParameterError as exc:
+                raise PydanticCustomError("bad_parameter", "{reason}",
+                                          {"reason": str(exc)}) from None
+        return value
 
     def estimator_params(self) -> dict[str, Any]:
         """Keyword arguments for the estimator (every key)."""
