@@ -82,9 +82,9 @@ class KernelKMeans(base.Clusterer):
         and checks (``n_clusters`` may be given by position), except that its
         ``random_state`` is called ``seed`` here, as in River (:data:`RIVER_NAMES`). The
         ones that matter most here: ``batch_size`` (default 1024) is the rows buffered per
-        step and must be at least ``n_clusters``; its first batch is the engine's
-        initialisation sample, where ``gamma="auto"`` chooses the kernel (from 500 distinct
-        rows on, see the engine).
+        step and must be at least ``n_clusters``; the first batch is the engine's
+        initialisation sample, where ``gamma="auto"`` chooses the kernel (given at least
+        max(500, 20 k) distinct rows; see the engine).
 
     Attributes
     ----------

@@ -3,8 +3,8 @@ and flat ``section.key`` values for checkpoints and diffs, secrets always masked
 
 Only keys that take effect are shown: ``[sketch]`` with ``kind = "none"``, ``[drift]`` and
 ``[scaleout]`` while disabled show their switch only, file sinks omit the topic keys,
-``sinks.model_every_batches`` shows only with a model sink, unset optional keys (the
-estimator's defaults) are omitted. The TOML loads back into the same
+``sinks.model_every_batches`` shows only with a model sink, keys left unset (None, such as
+``model.init_size``) are omitted. The TOML loads back into the same
 configuration (secrets aside, which read ``**********``).
 """
 
