@@ -121,16 +121,18 @@ def test_engine_parameter_settable_from_toml_environment_and_adapter(
         assert _load(tmp_path, {}, {"k_max": 9}).drift.policy == DriftPolicy(k_max=9)
     else:
         value = _other_valid(name, ENGINE_DEFAULTS[name])
+    # kernel options are those of the kernel they are for
+    context = {"kernel": "heat"} if name == "kernel_params" else {}
     if name in ModelConfig.model_fields:
-        assert getattr(_load(tmp_path, {name: value}).model, name) == value
+        assert getattr(_load(tmp_path, {**context, name: value}).model, name) == value
         env = {f"STREAMKM_MODEL__{name.upper()}": _toml(value)}
-        assert getattr(_load(tmp_path, {}, env=env).model, name) == value
+        assert getattr(_load(tmp_path, context, env=env).model, name) == value
     elif name == "batch_size":
         path = tmp_path / "b.toml"
         path.write_text('[source]\npaths = ["in.jsonl"]\n[decoding]\ndim = 2\n[model]\n'
                         f'n_clusters = 3\n[batching]\nbatch_size = {value}\n')
         assert load_config(path, env={}).batching.batch_size == value
-    adapter = KernelKMeans(**{RIVER_NAMES.get(name, name): value})
+    adapter = KernelKMeans(**context, **{RIVER_NAMES.get(name, name): value})
     assert adapter._template.get_params()[name] == value
 
 
