@@ -59,7 +59,7 @@ from _quality_data import pendigits, planted_topics  # noqa: E402
 
 from streamkm import MiniBatchKernelKMeans  # noqa: E402
 from streamkm.batch import KernelKMeans, kernel_lloyd  # noqa: E402
-from streamkm.batch.seeding import d2_sampling  # noqa: E402
+from streamkm._seeding import d2_sampling, euclidean_sq_dist_to  # noqa: E402
 from streamkm.kernels import build_kernel  # noqa: E402
 from streamkm.sketch import ApproxSVD  # noqa: E402
 
@@ -192,8 +192,7 @@ def section_exact_time(repeats: int) -> None:
         seeds = None
         if spec.explicit_features:  # k-means++ in feature space, so both exact runs start alike
             feats = spec.prepare(x32).astype(np.float64)
-            seeds = d2_sampling(feats.shape[0], 10,
-                                lambda i: ((feats - feats[i]) ** 2).sum(axis=1),
+            seeds = d2_sampling(feats.shape[0], 10, euclidean_sq_dist_to(feats),
                                 np.random.default_rng(r))
         t0 = time.perf_counter()
         exact = KernelKMeans(10, n_init=1, random_state=r,

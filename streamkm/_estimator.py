@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import (
     Interval,
     InvalidParameterError,
     StrOptions,
+    make_constraint,
     validate_parameter_constraints,
 )
 from sklearn.utils.validation import validate_data
@@ -102,14 +103,36 @@ class StreamkmEstimator(BaseEstimator):
 
         Raises :class:`~streamkm.ParameterError` naming the parameter and its value.
         """
+        for name, value in self.get_params(deep=False).items():
+            if name in self._parameter_constraints:
+                type(self).check_param(name, value)
+        self._check_param_relations()
+
+    @classmethod
+    def check_param(cls, name: str, value: Any) -> None:
+        """Check one parameter value against its ``_parameter_constraints``.
+
+        A bool is refused unless the parameter accepts booleans (``True`` is an int to
+        Python, never a number of clusters here).
+
+        Raises
+        ------
+        ParameterError
+            ``"The 'name' parameter of Estimator must be ... Got value instead."``
+        """
+        constraints = cls._parameter_constraints[name]
+        if isinstance(value, (bool, np.bool_)) and not any(
+                c == "boolean" or c is bool for c in constraints):
+            shown = [c for c in map(make_constraint, constraints) if not c.hidden]
+            text = str(shown[0]) if len(shown) == 1 else (
+                f"{', '.join(str(c) for c in shown[:-1])} or {shown[-1]}")
+            raise ParameterError(f"The {name!r} parameter of {cls.__name__} must be {text}. "
+                                 f"Got {value!r} instead.")
         try:
-            validate_parameter_constraints(
-                self._parameter_constraints, self.get_params(deep=False),
-                caller_name=type(self).__name__,
-            )
+            validate_parameter_constraints({name: constraints}, {name: value},
+                                           caller_name=cls.__name__)
         except InvalidParameterError as exc:
             raise ParameterError(str(exc)) from None
-        self._check_param_relations()
 
     def _check_param_relations(self) -> None:
         """Checks that involve several parameters (none by default)."""

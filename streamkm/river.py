@@ -30,6 +30,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 import math
 from numbers import Integral
 from typing import Any
@@ -42,6 +43,17 @@ from streamkm.cluster import MiniBatchKernelKMeans
 from streamkm.exceptions import ParameterError, ValidationError
 
 __all__ = ["KernelKMeans"]
+
+
+#: The one name the adapter changes: River calls every estimator's seed ``seed``.
+RIVER_NAMES = {"random_state": "seed"}
+
+
+def _adapter_signature() -> inspect.Signature:
+    """The engine's ``__init__`` signature (``self`` first), same defaults and kinds,
+    under the adapter's names."""
+    engine = inspect.signature(MiniBatchKernelKMeans.__init__).parameters.values()
+    return inspect.Signature([p.replace(name=RIVER_NAMES.get(p.name, p.name)) for p in engine])
 
 
 def _feature_order(names: Any) -> list[Any]:
@@ -65,26 +77,14 @@ class KernelKMeans(base.Clusterer):
 
     Parameters
     ----------
-    n_clusters : int, default=8
-        Number of clusters k; at most ``batch_size``.
-    kernel : str, default="rbf"
-        Kernel of the engine (see :class:`streamkm.MiniBatchKernelKMeans`).
-    gamma : float, "auto" or None, default=None
-        Kernel coefficient; None or "auto": the median heuristic on the first batch.
-    degree : int, default=3
-        Degree of the polynomial kernel.
-    coef0 : float, default=1.0
-        Constant term of the polynomial kernel.
-    batch_size : int, default=256
-        Rows per mini-batch step.
-    tau : int, default=200
-        Support rows kept per center.
-    learning_rate : {"sqrt", "count"}, default="sqrt"
-        Center learning rate (see the engine).
-    n_init : int, default=3
-        Candidate initialisations on the first batch.
-    seed : int or None, default=None
-        Seed of the engine's random choices.
+    **params
+        Every parameter of :class:`streamkm.MiniBatchKernelKMeans`, with its name, default
+        and checks (``n_clusters`` may be given by position), except that its
+        ``random_state`` is called ``seed`` here, as in River (:data:`RIVER_NAMES`). The
+        ones that matter most here: ``batch_size`` (default 1024) is the rows buffered per
+        step and must be at least ``n_clusters``; the first batch is the engine's
+        initialisation sample, where ``gamma="auto"`` chooses the kernel (given at least
+        max(500, 20 k) distinct rows; see the engine).
 
     Attributes
     ----------
@@ -111,30 +111,16 @@ class KernelKMeans(base.Clusterer):
     True
     """
 
-    def __init__(
-        self,
-        n_clusters: int = 8,
-        kernel: str = "rbf",
-        gamma: float | str | None = None,
-        degree: int = 3,
-        coef0: float = 1.0,
-        batch_size: int = 256,
-        tau: int = 200,
-        learning_rate: str = "sqrt",
-        n_init: int = 3,
-        seed: int | None = None,
-    ) -> None:
-        self.n_clusters = n_clusters
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.batch_size = batch_size
-        self.tau = tau
-        self.learning_rate = learning_rate
-        self.n_init = n_init
-        self.seed = seed
+    def __init__(self, *args: Any, **params: Any) -> None:
+        try:
+            bound = _SIGNATURE.bind(self, *args, **params)
+        except TypeError as exc:
+            raise ParameterError(f"{type(self).__name__}: {exc}") from None
+        bound.apply_defaults()
+        for name, value in list(bound.arguments.items())[1:]:
+            setattr(self, name, value)
         self._template = MiniBatchKernelKMeans.from_params(self._engine_params())
+        batch_size, n_clusters = self.batch_size, self.n_clusters
         if isinstance(batch_size, Integral) and batch_size < n_clusters:
             raise ParameterError(
                 f"batch_size={batch_size!r} must be >= n_clusters={n_clusters!r}: the first "
@@ -145,12 +131,8 @@ class KernelKMeans(base.Clusterer):
         self._features: list[Any] | None = None
 
     def _engine_params(self) -> dict[str, Any]:
-        return {
-            "n_clusters": self.n_clusters, "kernel": self.kernel, "gamma": self.gamma,
-            "degree": self.degree, "coef0": self.coef0, "batch_size": self.batch_size,
-            "tau": self.tau, "learning_rate": self.learning_rate, "n_init": self.n_init,
-            "random_state": self.seed,
-        }
+        return {name: getattr(self, RIVER_NAMES.get(name, name))
+                for name in MiniBatchKernelKMeans._get_param_names()}
 
     @classmethod
     def _unit_test_params(cls) -> Any:
@@ -214,6 +196,10 @@ class KernelKMeans(base.Clusterer):
         values = X.reindex(columns=self._features).to_numpy(dtype=np.float64, na_value=0.0)
         labels = self._engine.predict(values) if len(X) else np.empty(0, dtype=np.int64)
         return pd.Series(labels, index=X.index)
+
+
+_SIGNATURE = _adapter_signature()  # with ``self``: what River and help() read
+KernelKMeans.__init__.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
 
 
 def _is_nan(value: Any) -> bool:

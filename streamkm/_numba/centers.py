@@ -1,5 +1,5 @@
-"""Kernels of the mini-batch engine: inner products with centers, nearest centers, cluster sums,
-and the assembly of the centers' Gram matrices after an update.
+"""Kernels of the mini-batch engine: inner products with centers, nearest centers and the
+assembly of the centers' Gram matrices after an update.
 
 All are serial and release the GIL, so the engine can run them on row chunks from several
 threads (see :mod:`streamkm._threads`).
@@ -128,20 +128,6 @@ def nearest_center(diag, inner, center_sq_norms, labels, min_sq_dist):  # pragma
         min_sq_dist[i] = v
         total += v
     return total
-
-
-@njit(cache=True)
-def cluster_sums(x, labels, n_clusters, sums, counts):  # pragma: no cover - compiled
-    """Per-cluster row sums (float64 accumulation into ``sums``) and row counts."""
-    n, d = x.shape
-    sums[:] = 0.0
-    counts[:] = 0
-    for i in range(n):
-        j = labels[i]
-        counts[j] += 1
-        for f in range(d):
-            sums[j, f] += x[i, f]
-    return sums
 
 
 @njit(cache=True)

@@ -38,9 +38,11 @@ def assign_from_inner(inner, x_sq, c_sq, labels, min_sq_dist):  # pragma: no cov
 
 @njit(cache=True)
 def cluster_sums(x, labels, sums, counts):  # pragma: no cover - compiled
-    """Add each row of ``x`` to ``sums[labels[i]]`` and count it in ``counts``.
+    """Per-cluster row sums and row counts: ``sums[j]`` = the sum of the rows i of ``x``
+    with ``labels[i] == j`` (accumulated in float64), ``counts[j]`` their number.
 
-    ``sums`` (k, d) float64 and ``counts`` (k,) int64 are zeroed here.
+    ``sums`` (k, d) float64 and ``counts`` (k,) int64 are zeroed here. Lloyd's center update
+    (:mod:`streamkm.batch`) and the mini-batch engine's explicit centers both use it.
     """
     n, d = x.shape
     sums[:, :] = 0.0

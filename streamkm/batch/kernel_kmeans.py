@@ -19,14 +19,13 @@ from streamkm._kernel_lloyd import (
     Gram,
     KernelLloydResult,
     feature_gram,
-    gram_columns,
     gram_diagonal,
     kernel_lloyd,
     one_hot,
 )
 from streamkm._validation import check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, row_chunks
-from streamkm.batch.seeding import d2_sampling, farthest_first
+from streamkm._seeding import d2_sampling, farthest_first, gram_sq_dist_to
 from streamkm.exceptions import ParameterError
 from streamkm.kernels import KernelSpec, build_kernel
 
@@ -176,11 +175,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self, kernel_matrix: Gram, diag: np.ndarray, k: int, rng: np.random.Generator
     ) -> np.ndarray:
         n = kernel_matrix.shape[0]
-
-        def sq_dist_to(i: int) -> np.ndarray:
-            # feature-space d(x, x_i) = K(x, x) - 2 K(x, x_i) + K(x_i, x_i); K is symmetric
-            return diag - 2.0 * gram_columns(kernel_matrix, i).astype(np.float64) + diag[i]
-
+        sq_dist_to = gram_sq_dist_to(kernel_matrix, diag)
         if self.init == "random":
             return rng.choice(n, size=k, replace=False).astype(np.int64)
         if self.init == "farthest":

@@ -23,7 +23,7 @@ from streamkm._estimator import (
 from streamkm._numba.lloyd import assign_from_inner, cluster_sums, sq_dist_to_assigned
 from streamkm._validation import check_array, check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, mean_feature_variance
-from streamkm.batch.seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
+from streamkm._seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
 from streamkm.exceptions import ParameterError
 
 __all__ = ["KMeans", "lloyd", "assign_nearest", "LloydResult"]

@@ -1,103 +1,20 @@
-"""Seeding: k-means++ (D^2 sampling) and farthest traversal.
+"""Seeding of the rows of X: k-means++ (D^2 sampling) and farthest traversal.
 
-Both strategies only need "squared distance of every point to point i", so they are written
-once over such a function and used for Euclidean input here and for feature-space distances
-by :class:`streamkm.batch.KernelKMeans`.
+Both are :func:`streamkm._seeding.d2_sampling` / :func:`~streamkm._seeding.farthest_first`
+over Euclidean distances; the same functions seed in a kernel's feature space.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from streamkm._numba.seeding import update_min_sq_dist
+from streamkm._seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
 from streamkm._validation import check_array, check_random_state
 from streamkm.batch._common import check_n_clusters
 
-__all__ = ["kmeans_plusplus", "farthest_traversal", "d2_sampling", "farthest_first"]
-
-SqDistTo = Callable[[int], np.ndarray]
-
-
-def d2_sampling(
-    n_samples: int, k: int, sq_dist_to: SqDistTo, rng: np.random.Generator
-) -> np.ndarray:
-    """k-means++ seeding over an abstract squared distance.
-
-    The first index is uniform; each next index is drawn with probability proportional to
-    its squared distance to the nearest index chosen so far. When every remaining distance is
-    zero (fewer distinct points than k) the next index is uniform among those not chosen.
-
-    Parameters
-    ----------
-    n_samples : int
-        Number of points.
-    k : int
-        Number of indices to choose, 1 <= k <= n_samples.
-    sq_dist_to : callable
-        ``sq_dist_to(i)`` returns the float64 squared distances (n_samples,) of every point
-        to point ``i``.
-    rng : numpy.random.Generator
-
-    Returns
-    -------
-    numpy.ndarray of shape (k,), int64
-        Distinct indices of the chosen points.
-    """
-    chosen = np.empty(k, dtype=np.int64)
-    chosen[0] = rng.integers(n_samples)
-    min_sq = np.array(sq_dist_to(int(chosen[0])), dtype=np.float64)
-    taken = np.zeros(n_samples, dtype=bool)
-    taken[chosen[0]] = True
-    for c in range(1, k):
-        weights = np.where(taken, 0.0, np.maximum(min_sq, 0.0))
-        cumulative = np.cumsum(weights)
-        total = cumulative[-1]
-        if total > 0.0:
-            idx = int(np.searchsorted(cumulative, rng.random() * total, side="right"))
-            idx = min(idx, n_samples - 1)
-        else:
-            idx = int(rng.choice(np.flatnonzero(~taken)))
-        chosen[c] = idx
-        taken[idx] = True
-        np.minimum(min_sq, sq_dist_to(idx), out=min_sq)
-    return chosen
-
-
-def farthest_first(
-    n_samples: int, k: int, sq_dist_to: SqDistTo, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Farthest traversal over an abstract squared distance.
-
-    The first index is uniform; each next index is the point farthest from the chosen ones
-    (the first such index on ties).
-
-    Returns
-    -------
-    chosen : numpy.ndarray of shape (k,), int64
-    min_sq_dist : numpy.ndarray of shape (n_samples,), float64
-        Squared distance of every point to its nearest chosen point, after all k.
-    """
-    chosen = np.empty(k, dtype=np.int64)
-    chosen[0] = rng.integers(n_samples)
-    min_sq = np.array(sq_dist_to(int(chosen[0])), dtype=np.float64)
-    for c in range(1, k):
-        idx = int(np.argmax(min_sq))
-        chosen[c] = idx
-        np.minimum(min_sq, sq_dist_to(idx), out=min_sq)
-    return chosen, min_sq
-
-
-def euclidean_sq_dist_to(x: np.ndarray) -> SqDistTo:
-    """``sq_dist_to(i)``: float64 squared Euclidean distances of every row of ``x`` to row i."""
-
-    def sq_dist_to(i: int) -> np.ndarray:
-        out = np.full(x.shape[0], np.inf)
-        update_min_sq_dist(x, x[i], out)
-        return out
-
-    return sq_dist_to
+__all__ = ["kmeans_plusplus", "farthest_traversal"]
 
 
 def _checked(x: Any, k: Any, rng: Any) -> tuple[np.ndarray, int, np.random.Generator]:

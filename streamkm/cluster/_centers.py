@@ -14,6 +14,7 @@ import numpy as np
 
 from streamkm._numba import centers as _nc
 from streamkm._numba import kernels as _nk
+from streamkm._numba.lloyd import cluster_sums
 from streamkm._threads import row_chunks, run_row_chunks, step_threads
 from streamkm._raw_rows import (
     RawRows,
@@ -679,7 +680,7 @@ class ExplicitCenters:
         if not update:
             return StepOutcome(labels, mind, np.bincount(labels, minlength=k).astype(np.int64),
                                before, None)
-        _nc.cluster_sums(x, labels, k, sums, batch_counts)
+        cluster_sums(x, labels, sums, batch_counts)
         alpha = learning_rates(learning_rate, batch_counts, b, counts)
         moved = batch_counts > 0
         means = sums[moved] / batch_counts[moved, None]

@@ -35,6 +35,7 @@ from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
 from streamkm.kernels import KernelSpec, build_kernel
+from streamkm.kernels._spec import check_kernel_options
 from streamkm.model import StepReport
 from streamkm.state_io import read_npz, write_npz_atomic
 
@@ -291,6 +292,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
 
     # ------------------------------------------------------------------ parameters
     def _check_param_relations(self) -> None:
+        check_kernel_options(self.kernel, self.kernel_params)
         policy = self._drift_policy()
         if policy is not None:
             policy.check_against(int(self.n_clusters))

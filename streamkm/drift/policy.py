@@ -8,13 +8,36 @@ is how saved states and the service's ``[drift]`` section pass it). See ``docs/d
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Callable
 
 from streamkm._validation import check_choice, check_float, check_int
 from streamkm.drift.bisect import SEEDINGS
 from streamkm.exceptions import ParameterError
 
 __all__ = ["DriftPolicy"]
+
+#: What each field accepts on its own (the checks across fields are in ``__post_init__``).
+_FIELD_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "reservoir_size": lambda v, name: check_int(v, name, low=2),
+    "min_reservoir": lambda v, name: check_int(v, name, low=2),
+    "smoothing": lambda v, name: check_float(v, name, low=0.0, high=1.0, low_inclusive=False),
+    "warmup_batches": lambda v, name: check_int(v, name, low=1),
+    "delta": lambda v, name: check_float(v, name, low=0.0),
+    "threshold": lambda v, name: check_float(v, name, low=0.0, low_inclusive=False),
+    "min_batch_rows": lambda v, name: check_int(v, name, low=1),
+    "n_pairs": lambda v, name: check_int(v, name, low=1),
+    "seeding": lambda v, name: check_choice(v, name, SEEDINGS),
+    "max_iter": lambda v, name: check_int(v, name, low=1),
+    "min_sse_reduction": lambda v, name: check_float(v, name, low=0.0, high=1.0),
+    "min_side_fraction": lambda v, name: check_float(v, name, low=0.0, high=0.5),
+    "cooldown_batches": lambda v, name: check_int(v, name, low=0),
+    "max_rejections": lambda v, name: check_int(v, name, low=1),
+    "k_min": lambda v, name: check_int(v, name, low=1),
+    "k_max": lambda v, name: None if v is None else check_int(v, name, low=1),
+    "merge_below": lambda v, name: None if v is None else check_float(v, name, low=0.0),
+    "merge_every": lambda v, name: check_int(v, name, low=1),
+    "max_splits_per_step": lambda v, name: check_int(v, name, low=1),
+}
 
 
 @dataclass(frozen=True)
@@ -108,42 +131,34 @@ class DriftPolicy:
     max_splits_per_step: int = 1
 
     def __post_init__(self) -> None:
-        check_int(self.reservoir_size, "drift.reservoir_size", low=2)
-        check_int(self.min_reservoir, "drift.min_reservoir", low=2)
+        for f in fields(self):
+            self.check_field(f.name, getattr(self, f.name))
         if self.min_reservoir > self.reservoir_size:
             raise ParameterError(
                 f"drift.min_reservoir ({self.min_reservoir!r}) must be <= "
                 f"drift.reservoir_size ({self.reservoir_size!r})"
             )
-        check_float(self.smoothing, "drift.smoothing", low=0.0, high=1.0, low_inclusive=False)
-        check_int(self.warmup_batches, "drift.warmup_batches", low=1)
-        check_float(self.delta, "drift.delta", low=0.0)
-        check_float(self.threshold, "drift.threshold", low=0.0, low_inclusive=False)
-        check_int(self.min_batch_rows, "drift.min_batch_rows", low=1)
-        check_int(self.n_pairs, "drift.n_pairs", low=1)
-        check_choice(self.seeding, "drift.seeding", SEEDINGS)
-        check_int(self.max_iter, "drift.max_iter", low=1)
-        check_float(self.min_sse_reduction, "drift.min_sse_reduction", low=0.0, high=1.0)
-        check_float(self.min_side_fraction, "drift.min_side_fraction", low=0.0, high=0.5)
-        check_int(self.cooldown_batches, "drift.cooldown_batches", low=0)
-        check_int(self.max_rejections, "drift.max_rejections", low=1)
-        check_int(self.k_min, "drift.k_min", low=1)
-        if self.k_max is not None:
-            check_int(self.k_max, "drift.k_max", low=1)
-            if self.k_max < self.k_min:
-                raise ParameterError(
-                    f"drift.k_max ({self.k_max!r}) must be >= drift.k_min ({self.k_min!r})"
-                )
-        if self.merge_below is not None:
-            check_float(self.merge_below, "drift.merge_below", low=0.0)
-            if self.merge_below >= self.min_sse_reduction:
-                raise ParameterError(
-                    f"drift.merge_below ({self.merge_below!r}) must be < "
-                    f"drift.min_sse_reduction ({self.min_sse_reduction!r}), or splits and "
-                    "merges would undo each other"
-                )
-        check_int(self.merge_every, "drift.merge_every", low=1)
-        check_int(self.max_splits_per_step, "drift.max_splits_per_step", low=1)
+        if self.k_max is not None and self.k_max < self.k_min:
+            raise ParameterError(
+                f"drift.k_max ({self.k_max!r}) must be >= drift.k_min ({self.k_min!r})"
+            )
+        if self.merge_below is not None and self.merge_below >= self.min_sse_reduction:
+            raise ParameterError(
+                f"drift.merge_below ({self.merge_below!r}) must be < "
+                f"drift.min_sse_reduction ({self.min_sse_reduction!r}), or splits and "
+                "merges would undo each other"
+            )
+
+    @staticmethod
+    def check_field(name: str, value: Any) -> None:
+        """Check one field's value on its own (the checks across fields need the policy).
+
+        Raises
+        ------
+        ParameterError
+            ``"drift.<name> must be ..., got <value>"``.
+        """
+        _FIELD_CHECKS[name](value, f"drift.{name}")
 
     @classmethod
     def from_param(cls, value: Any) -> DriftPolicy | None:

@@ -10,7 +10,18 @@ import numpy as np
 from streamkm.exceptions import ParameterError
 from streamkm.kernels._registry import KernelType, get_kernel_type
 
-__all__ = ["KernelSpec"]
+__all__ = ["KernelSpec", "check_kernel_options"]
+
+
+def check_kernel_options(name: str, options: dict[str, Any] | None) -> None:
+    """Raise :class:`ParameterError` if ``options`` names an option the registered kernel
+    ``name`` does not have."""
+    known = get_kernel_type(name).option_defaults
+    unknown = sorted(set(options or {}) - set(known))
+    if unknown:
+        raise ParameterError(
+            f"kernel {name!r} accepts kernel_params {sorted(known)}, got unknown {unknown!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -50,12 +61,7 @@ class KernelSpec:
                     f"gamma must be a positive finite number for kernel {self.name!r}, "
                     f"got {self.gamma!r}"
                 )
-        unknown = sorted(set(self.options) - set(kind.option_defaults))
-        if unknown:
-            raise ParameterError(
-                f"kernel {self.name!r} accepts kernel_params "
-                f"{sorted(kind.option_defaults)}, got unknown {unknown!r}"
-            )
+        check_kernel_options(self.name, self.options)
         merged = {**kind.option_defaults, **self.options}
         object.__setattr__(self, "options", merged)
         kind.check(self)

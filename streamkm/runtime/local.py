@@ -73,7 +73,7 @@ class LocalLearner:
         cfg, runtime = self.config, self.runtime
         assert self._sketching is not None
         self.model = self._sketching.wrap(build_model(cfg.model, cfg.batching.batch_size,
-                                                      cfg.drift.estimator_drift()))
+                                                      cfg.drift.policy))
         positions: dict[str, Any] = {}
         next_part = 0
         if checkpoint is not None:

@@ -110,7 +110,7 @@ class LeaderRole:
         sketching = ServiceSketching(cfg, runtime.metrics)
         self.leader = MergeLeader(
             lambda: sketching.wrap(build_model(cfg.model, cfg.batching.batch_size,
-                                               cfg.drift.estimator_drift())),
+                                               cfg.drift.policy)),
             init_records=max(cfg.batching.batch_size, sketching.min_first_batch), start=start,
             member=member, stepper=lambda model, x, w, f: sketching.step(
                 model, x, sample_weight=w, features=f))

@@ -12,14 +12,16 @@ configuration file.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import re
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,15 +31,22 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     SecretStr,
     Strict,
     Tag,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
+from sklearn.utils._param_validation import StrOptions
 
-from streamkm.exceptions import ConfigError
+from streamkm.cluster import MiniBatchKernelKMeans
+from streamkm.drift.policy import DriftPolicy
+from streamkm.exceptions import ConfigError, ParameterError
+from streamkm.kernels._spec import check_kernel_options
 from streamkm.registry import client_settings_check
 
 __all__ = [
@@ -46,6 +55,8 @@ __all__ = [
     "KafkaConfig",
     "DecodingConfig",
     "ModelConfig",
+    "MODEL_KEYS_ELSEWHERE",
+    "MODEL_SERVICE_DEFAULTS",
     "BatchingConfig",
     "SketchConfig",
     "DriftConfig",
@@ -276,45 +287,93 @@ class DecodingConfig(_Section):
     dtype: Literal["float32", "float64"] = "float64"
 
 
-class ModelConfig(_Section):
-    """Parameters of :class:`streamkm.MiniBatchKernelKMeans`; unset keys keep its defaults.
+def _checked_by(check: Callable[[str, Any], None], name: str, prefix: str,
+                suffix: Callable[[Any], str]) -> BeforeValidator:
+    """A validator that runs ``check(name, value)``, the component's own check of one
+    parameter; its message (without ``prefix`` and ``suffix(value)``) says what the key
+    accepts."""
 
-    The types here only parse TOML; what a value may be is decided by the estimator's own
-    parameter constraints (one source of truth: a newly registered kernel or gamma rule is
-    accepted here without a change to this file).
-    """
+    def validate(value: Any) -> Any:
+        try:
+            check(name, value)
+        except ParameterError as exc:
+            reason = str(exc).removeprefix(prefix).removesuffix(suffix(value))
+            raise PydanticCustomError("bad_parameter", "{reason}", {"reason": reason}) from None
+        return value
 
-    n_clusters: int = Field(gt=0)
-    kernel: str = "rbf"
-    gamma: float | str | None = None
-    degree: int | None = Field(default=None, gt=0)
-    coef0: float | None = None
-    tau: int | None = Field(default=None, gt=0)
-    learning_rate: Literal["sqrt", "count"] | None = None
-    tol: float | None = Field(default=None, ge=0)
-    patience: int | None = Field(default=None, gt=0)
-    init: Literal["k-means++", "farthest"] | None = None
-    n_init: int | None = Field(default=None, gt=0)
-    init_size: int | None = Field(default=None, gt=0)
-    n_warmup: int | None = Field(default=None, ge=0)
-    wake_margin: float | None = Field(default=None, ge=0)
-    smoothing: float | None = Field(default=None, gt=0, le=1)
-    random_state: int | None = Field(default=0, ge=0)
+    return BeforeValidator(validate)
+
+
+def _parsed_as(text_only: bool, check: BeforeValidator) -> Any:
+    # a key whose values are all text is read from the environment as text (see _apply_env);
+    # what a value may be is the component's check, not this annotation
+    return Annotated[str if text_only else Any, check]
+
+
+#: The one place where ``[model]`` differs from :class:`streamkm.MiniBatchKernelKMeans`'s
+#: parameters. Parameters that another key sets (None: the service never uses it).
+MODEL_KEYS_ELSEWHERE: dict[str, str | None] = {
+    "batch_size": "batching.batch_size",  # the batcher's batches are the estimator's batches
+    "drift": "drift",  # the [drift] section (a DriftPolicy)
+    "max_iter": None,  # bounds fit(); the service learns by partial_fit only
+}
+#: Defaults the service chooses itself (``...``: the key is required).
+MODEL_SERVICE_DEFAULTS: dict[str, Any] = {
+    "n_clusters": ...,  # k is the operator's decision, never a silent 8
+    "random_state": 0,  # the same input and configuration give the same model, restarts too
+}
+
+
+class _ModelSection(_Section):
+    """Parameters of :class:`streamkm.MiniBatchKernelKMeans`, derived from its signature
+    and ``_parameter_constraints``: same names, same defaults (except
+    :data:`MODEL_SERVICE_DEFAULTS`), each value checked by the estimator's own check, so
+    that a newly registered kernel or gamma rule is accepted here without a change to this
+    file. ``kernel_params`` is a table (``[model.kernel_params]``)."""
+
+    @field_validator("kernel_params", mode="after", check_fields=False)
+    @classmethod
+    def _options_of_the_kernel(cls, value: Any, info: Any) -> Any:
+        kernel = info.data.get("kernel")  # absent when the kernel itself was refused
+        if kernel is not None:
+            try:
+                check_kernel_options(kernel, value)
+            except ParameterError as exc:
+                raise PydanticCustomError("bad_parameter", "{reason}",
+                                          {"reason": str(exc)}) from None
+        return value
 
     def estimator_params(self) -> dict[str, Any]:
-        """Keyword arguments for the estimator: the keys that are set."""
-        return {k: v for k, v in self.model_dump().items() if v is not None}
+        """Keyword arguments for the estimator (every key)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
 
     @model_validator(mode="after")
-    def _valid_for_the_estimator(self) -> ModelConfig:
-        from streamkm.cluster import MiniBatchKernelKMeans
-        from streamkm.exceptions import ParameterError
-
-        try:
+    def _valid_for_the_estimator(self) -> _ModelSection:
+        try:  # the estimator's checks across parameters
             MiniBatchKernelKMeans.from_params(self.estimator_params())
         except ParameterError as exc:
             raise ValueError(str(exc)) from None
         return self
+
+
+def _model_section() -> type[_ModelSection]:
+    estimator = MiniBatchKernelKMeans
+    fields: dict[str, Any] = {}
+    for name, param in inspect.signature(estimator.__init__).parameters.items():
+        if name == "self" or name in MODEL_KEYS_ELSEWHERE:
+            continue
+        constraints = estimator._parameter_constraints[name]
+        check = _checked_by(estimator.check_param, name,
+                            f"The {name!r} parameter of {estimator.__name__} ",
+                            lambda value: f" Got {value!r} instead.")
+        text_only = all(isinstance(c, StrOptions) for c in constraints)
+        fields[name] = (_parsed_as(text_only, check),
+                        MODEL_SERVICE_DEFAULTS.get(name, param.default))
+    return create_model("ModelConfig", __base__=_ModelSection, __module__=__name__,
+                        __doc__=_ModelSection.__doc__, **fields)
+
+
+ModelConfig = _model_section()
 
 
 #: default size of the service's first batch (its initialisation sample): what ``fit`` starts
@@ -383,60 +442,54 @@ class SketchConfig(_Section):
         return n_clusters if self.n_components == "auto" else int(self.n_components)
 
 
-class DriftConfig(_Section):
+class _DriftSection(_Section):
     """Drift handling (``docs/drift.md``): per-cluster spread monitors, re-bisection of a
     drifting cluster by kernel 2-means from RTMM pairs, Ward merges within [k_min, k_max],
     stable cluster ids, ``split`` / ``merge`` events.
 
-    Off unless ``enabled = true``. Unset keys keep the defaults of
-    :class:`streamkm.drift.DriftPolicy` (which documents every key).
+    Off unless ``enabled = true``. The other keys are the fields of
+    :class:`streamkm.drift.DriftPolicy` (which documents every key), with its defaults and
+    its checks.
     """
 
     enabled: bool = False
-    reservoir_size: int | None = Field(default=None, ge=2)
-    min_reservoir: int | None = Field(default=None, ge=2)
-    smoothing: float | None = Field(default=None, gt=0, le=1)
-    warmup_batches: int | None = Field(default=None, ge=1)
-    delta: float | None = Field(default=None, ge=0)
-    threshold: float | None = Field(default=None, gt=0)
-    min_batch_rows: int | None = Field(default=None, ge=1)
-    n_pairs: int | None = Field(default=None, ge=1)
-    seeding: Literal["rtmm", "rscd", "frus"] | None = None
-    max_iter: int | None = Field(default=None, ge=1)
-    min_sse_reduction: float | None = Field(default=None, ge=0, le=1)
-    min_side_fraction: float | None = Field(default=None, ge=0, le=0.5)
-    cooldown_batches: int | None = Field(default=None, ge=0)
-    max_rejections: int | None = Field(default=None, ge=1)
-    k_min: int | None = Field(default=None, ge=1)
-    k_max: int | None = Field(default=None, ge=1)
-    merge_below: float | None = Field(default=None, ge=0)
-    merge_every: int | None = Field(default=None, ge=1)
-    max_splits_per_step: int | None = Field(default=None, ge=1)
+    _policy: DriftPolicy | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _policy_is_valid(self) -> DriftConfig:
+    def _policy_is_valid(self) -> _DriftSection:
         if not self.enabled:
             others = sorted(self.model_fields_set - {"enabled"})
             if others:
                 raise ValueError(f"drift.{others[0]} = {getattr(self, others[0])!r} needs "
                                  f"drift.enabled = true")
+            self._policy = None
             return self
-        from streamkm.drift.policy import DriftPolicy
-        from streamkm.exceptions import ParameterError
-
         try:
-            DriftPolicy(**self.policy_params())
+            self._policy = DriftPolicy(**{f.name: getattr(self, f.name)
+                                          for f in dataclasses.fields(DriftPolicy)})
         except ParameterError as exc:
             raise ValueError(str(exc)) from None
         return self
 
-    def policy_params(self) -> dict[str, Any]:
-        """Keyword arguments of :class:`~streamkm.drift.DriftPolicy`: the keys that are set."""
-        return {k: v for k, v in self.model_dump().items() if k != "enabled" and v is not None}
+    @property
+    def policy(self) -> DriftPolicy | None:
+        """The drift policy, the estimator's ``drift`` parameter (built once, when the
+        section is validated); None when disabled."""
+        return self._policy
 
-    def estimator_drift(self) -> dict[str, Any] | None:
-        """The estimator's ``drift`` parameter: None when disabled."""
-        return self.policy_params() if self.enabled else None
+
+def _drift_section() -> type[_DriftSection]:
+    hints = typing.get_type_hints(DriftPolicy)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(DriftPolicy):
+        check = _checked_by(lambda name, value: DriftPolicy.check_field(name, value), f.name,
+                            f"drift.{f.name} ", lambda value: "")
+        fields[f.name] = (_parsed_as(hints[f.name] is str, check), f.default)
+    return create_model("DriftConfig", __base__=_DriftSection, __module__=__name__,
+                        __doc__=_DriftSection.__doc__, **fields)
+
+
+DriftConfig = _drift_section()
 
 
 class ScaleoutConfig(_Section):
@@ -660,13 +713,9 @@ class ServiceConfig(_Section):
 
     @model_validator(mode="after")
     def _drift_fits_the_model(self) -> ServiceConfig:
-        drift = self.drift.estimator_drift()
-        if drift is not None:
-            from streamkm.drift.policy import DriftPolicy
-            from streamkm.exceptions import ParameterError
-
+        if self.drift.policy is not None:
             try:
-                DriftPolicy(**drift).check_against(self.model.n_clusters)
+                self.drift.policy.check_against(self.model.n_clusters)
             except ParameterError as exc:
                 raise ValueError(f"model.n_clusters and [drift]: {exc}") from None
         return self

@@ -17,7 +17,9 @@ Everything else is **harmless** and applies on restart: how records are found an
 ``[sinks]``, ``[metrics]``, ``[logging]``, ``[kafka]``, ``[scaleout]``.
 
 Checkpoints store the effective configuration (:func:`~streamkm.service.config_view.
-flatten_config`, secrets masked) under ``"config"``. Older checkpoints lack it: their
+flatten_config`, secrets masked) under ``"config"``. A key the stored configuration lacks
+(unset then, or unknown to the version that wrote it) reads as its default
+(:func:`~streamkm.service.config_view.config_defaults`). Older checkpoints lack it: their
 model-defining values are then read from the model's own parameters, for the keys the
 current configuration sets, and harmless changes cannot be listed.
 """
@@ -30,7 +32,7 @@ from typing import Any
 
 from streamkm.exceptions import ConfigError
 from streamkm.service.config import ModelConfig, ServiceConfig
-from streamkm.service.config_view import flatten_config
+from streamkm.service.config_view import config_defaults, flatten_config
 from streamkm.logs import log_event
 
 __all__ = ["ConfigDiff", "is_model_defining", "compare_configs", "checkpoint_config",
@@ -146,7 +148,11 @@ def check_against_checkpoint(config: ServiceConfig, meta: dict[str, Any], path: 
         the differences and the two ways forward).
     """
     stored, complete = checkpoint_config(meta)
-    diff = compare_configs(stored, flatten_config(config), complete=complete)
+    current = flatten_config(config)
+    if complete:
+        defaults = config_defaults()
+        stored = {**{k: defaults[k] for k in current if k in defaults}, **stored}
+    diff = compare_configs(stored, current, complete=complete)
     if diff.model_defining and not reset_model:
         raise ConfigError(_refusal(path, diff))
     if diff:

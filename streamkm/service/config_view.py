@@ -3,8 +3,8 @@ and flat ``section.key`` values for checkpoints and diffs, secrets always masked
 
 Only keys that take effect are shown: ``[sketch]`` with ``kind = "none"``, ``[drift]`` and
 ``[scaleout]`` while disabled show their switch only, file sinks omit the topic keys,
-``sinks.model_every_batches`` shows only with a model sink, unset optional keys (the
-estimator's defaults) are omitted. The TOML loads back into the same
+``sinks.model_every_batches`` shows only with a model sink, keys left unset (None, such as
+``model.init_size``) are omitted. The TOML loads back into the same
 configuration (secrets aside, which read ``**********``).
 """
 
@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from streamkm.service.config import SECRET_MASK, ServiceConfig, mask_value
 
-__all__ = ["config_sections", "flatten_config", "config_to_toml"]
+__all__ = ["config_sections", "flatten_config", "config_defaults", "config_to_toml"]
 
 _SINK_TOPIC_KEYS = ("assignments_topic", "events_topic", "dead_letter_topic", "flush_timeout_ms",
                     "model_topic")
@@ -69,6 +69,23 @@ def flatten_config(config: ServiceConfig) -> dict[str, Any]:
     """``{"section.key": value}`` of :func:`config_sections` (tables stay one value)."""
     return {f"{name}.{key}": value for name, items in config_sections(config).items()
             for key, value in items.items()}
+
+
+def config_defaults() -> dict[str, Any]:
+    """``{"section.key": default}`` of every key that has a default other than None, in the
+    form :func:`flatten_config` gives values (``[source]`` has none: its kind decides)."""
+    defaults: dict[str, Any] = {}
+    for name, field in ServiceConfig.model_fields.items():
+        section = field.annotation
+        if name == "source" or not isinstance(section, type):
+            continue
+        for key, info in section.model_fields.items():
+            if info.is_required():
+                continue
+            value = info.get_default(call_default_factory=True)
+            if value is not None:
+                defaults[f"{name}.{key}"] = _plain(f"{name}.{key}", value)
+    return defaults
 
 
 def _toml_value(value: Any) -> str:

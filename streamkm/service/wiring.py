@@ -12,6 +12,7 @@ import numpy as np
 
 from streamkm import registry
 from streamkm.decoding import RecordDecoder
+from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import ConfigError, ParameterError
 from streamkm.service.config import (
     DecodingConfig,
@@ -55,10 +56,10 @@ def build_sinks(config: SinksConfig, *, kafka: KafkaConfig | None = None,
 
 
 def build_model(config: ModelConfig, batch_size: int,
-                drift: dict[str, Any] | None = None) -> Any:
+                drift: DriftPolicy | None = None) -> Any:
     """A fresh, unfitted :class:`streamkm.MiniBatchKernelKMeans`.
 
-    ``drift``: the estimator's drift parameter (``DriftConfig.estimator_drift()``).
+    ``drift``: the estimator's drift parameter (``DriftConfig.policy``).
 
     Raises
     ------

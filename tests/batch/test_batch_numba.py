@@ -38,17 +38,20 @@ def test_assign_from_inner_takes_first_index_on_ties():
     np.testing.assert_array_equal(min_sq, [2.0, 2.0])
 
 
-def test_cluster_sums_and_direct_distances_match_numpy():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cluster_sums_and_direct_distances_match_numpy(dtype):
     rng = np.random.default_rng(1)
-    x = rng.normal(size=(200, 4)).astype(np.float32)
+    x = rng.normal(size=(200, 4)).astype(dtype)
     labels = rng.integers(0, 5, size=200).astype(np.int64)
+    labels[labels == 3] = 2  # cluster 3 gets no row: its sum and count must be 0
     sums = np.full((5, 4), 7.0)
     counts = np.full(5, 3, dtype=np.int64)
     cluster_sums(x, labels, sums, counts)
     for j in range(5):
         expected = x[labels == j].astype(np.float64).sum(axis=0)
-        np.testing.assert_allclose(sums[j], expected, rtol=1e-12)
+        np.testing.assert_allclose(sums[j], expected, rtol=1e-12, atol=1e-12)
         assert counts[j] == np.sum(labels == j)
+    np.testing.assert_array_equal(sums[3], 0.0)
     centers = rng.normal(size=(5, 4)).astype(np.float32)
     out = np.empty(200)
     sq_dist_to_assigned(x, centers, labels, out)

@@ -141,19 +141,6 @@ def test_distances_and_nearest_center(dtype):
     assert total == pytest.approx(float(mind.astype(np.float64).sum()), rel=1e-6)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_cluster_sums(dtype):
-    rng = np.random.default_rng(4)
-    x = rng.normal(size=(50, 3)).astype(dtype)
-    labels = rng.integers(0, 4, 50)
-    sums = np.empty((4, 3))
-    counts = np.empty(4, dtype=np.int64)
-    nc.cluster_sums(x, labels, 4, sums, counts)
-    for j in range(4):
-        np.testing.assert_allclose(sums[j], x[labels == j].astype(np.float64).sum(0), rtol=1e-6)
-        assert counts[j] == (labels == j).sum()
-
-
 def test_median_heuristic_gamma():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(200, 4))

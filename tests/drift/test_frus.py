@@ -255,7 +255,7 @@ def test_policy_and_service_config_take_the_seeding() -> None:
     with pytest.raises(ParameterError, match=r"drift.seeding must be one of .* got 'random'"):
         DriftPolicy(seeding="random")
     config = DriftConfig(enabled=True, seeding="rscd")
-    assert config.estimator_drift() == {"seeding": "rscd"}
+    assert config.policy == DriftPolicy(seeding="rscd")
     with pytest.raises(ValueError, match="seeding"):
         DriftConfig(enabled=True, seeding="random")
 

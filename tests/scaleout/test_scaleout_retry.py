@@ -137,7 +137,7 @@ class World:
         svc.sinks = build_sinks(self.config.sinks, metrics=svc.metrics)
         self.svc, self.worker = svc, worker
         cfg = self.config
-        self.leader = MergeLeader(lambda: build_model(cfg.model, 10, cfg.drift.estimator_drift()),
+        self.leader = MergeLeader(lambda: build_model(cfg.model, 10, cfg.drift.policy),
                                   init_records=10, member="leader")
         self.topic: list[bytes] = []
         self.applied = 0

@@ -17,7 +17,7 @@ from streamkm.service.config_diff import (
     compare_configs,
     is_model_defining,
 )
-from streamkm.service.config_view import flatten_config
+from streamkm.service.config_view import config_defaults, flatten_config
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +49,7 @@ def test_diff_lines_split_by_kind() -> None:
     diff = compare_configs(flat(), flat(model={"n_clusters": 5, "gamma": 0.5},
                                         batching={"max_wait_ms": 100.0},
                                         metrics={"port": 0}))
-    assert diff.model_defining == ["model.gamma: checkpoint unset, config 0.5",
+    assert diff.model_defining == ["model.gamma: checkpoint 'auto', config 0.5",
                                    "model.n_clusters: checkpoint 3, config 5"]
     assert diff.harmless == ["batching.max_wait_ms: checkpoint 500.0, config 100.0",
                              "metrics.port: checkpoint 9108, config 0"]
@@ -76,3 +76,25 @@ def test_older_checkpoint_compared_on_the_model_parameters() -> None:
     assert not check_against_checkpoint(same, meta, "old.npz")
     # --reset-model accepts the change
     assert check_against_checkpoint(config, meta, "old.npz", reset_model=True).model_defining
+
+
+def _without_defaults(stored: dict) -> dict:
+    """A stored configuration as a version that listed only the keys set wrote it."""
+    defaults = config_defaults()
+    return {k: v for k, v in stored.items() if k not in defaults or defaults[k] != v}
+
+
+def test_a_key_the_stored_configuration_lacks_reads_as_its_default() -> None:
+    raw = {**RAW, "drift": {"enabled": True, "k_max": 6}}
+    config = config_from_mapping(raw, base_dir=Path("/srv"))
+    stored = _without_defaults(flatten_config(config))
+    assert "model.gamma" not in stored and "drift.threshold" not in stored
+    assert stored["model.tau"] == 50 and stored["drift.k_max"] == 6
+    assert not check_against_checkpoint(config, {"config": stored}, "old.npz")
+    changed = config_from_mapping({**raw, "model": {"n_clusters": 3, "tau": 50, "gamma": 0.5},
+                                   "drift": {"enabled": True, "k_max": 6, "threshold": 2.0}},
+                                  base_dir=Path("/srv"))
+    with pytest.raises(ConfigError) as info:
+        check_against_checkpoint(changed, {"config": stored}, "old.npz")
+    assert "model.gamma: checkpoint 'auto', config 0.5" in str(info.value)
+    assert "drift.threshold: checkpoint 1.0, config 2.0" in str(info.value)

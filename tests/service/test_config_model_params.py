@@ -59,3 +59,24 @@ def test_a_newly_registered_kernel_is_accepted_without_touching_the_config() -> 
         assert config.model.kernel == "test-cfg-linear"
     finally:
         _registry._REGISTRY.pop("test-cfg-linear")
+
+
+def test_kernel_params_from_toml_reach_the_fitted_kernel() -> None:
+    import numpy as np
+
+    from streamkm.service.wiring import build_model
+
+    config = config_from_mapping(_config(kernel="heat", kernel_params={"n_neighbors": 12}),
+                                 env={})
+    model = build_model(config.model, 300)
+    model.partial_fit(np.random.default_rng(0).normal(size=(300, 2)))
+    assert model.kernel_.name == "heat" and model.kernel_.options["n_neighbors"] == 12
+
+
+def test_an_option_the_kernel_lacks_names_the_key_and_the_options_it_has() -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(_config(kernel="heat"),
+                            env={"STREAMKM_MODEL__KERNEL_PARAMS": "{n_neighbours = 12}"})
+    message = str(info.value)
+    assert "config key 'model.kernel_params' has bad value {'n_neighbours': 12}" in message
+    assert "'n_neighbors'" in message and "STREAMKM_MODEL__KERNEL_PARAMS" in message

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streamkm.drift import DriftPolicy
 from streamkm.exceptions import ConfigError
 from streamkm.service.config import config_from_mapping
 from streamkm.service.runtime import Service
@@ -106,11 +107,11 @@ def test_drift_section_errors_name_the_key(tmp_path: Path, drift: dict, quoted: 
 
 def test_drift_env_override_and_defaults(tmp_path: Path) -> None:
     raw = {"source": {"paths": ["in.jsonl"]}, "decoding": {"dim": 2}, "model": {"n_clusters": 3}}
-    assert config_from_mapping(raw, base_dir=tmp_path).drift.estimator_drift() is None
+    assert config_from_mapping(raw, base_dir=tmp_path).drift.policy is None
     config = config_from_mapping(
         raw, env={"STREAMKM_DRIFT__ENABLED": "true", "STREAMKM_DRIFT__K_MAX": "7"},
         base_dir=tmp_path)
-    assert config.drift.estimator_drift() == {"k_max": 7}
+    assert config.drift.policy == DriftPolicy(k_max=7)
 
 
 def test_the_demo_stream_splits_its_drifting_blob(tmp_path: Path,
