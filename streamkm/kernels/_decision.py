@@ -63,8 +63,9 @@ class AutoDecision:
         """Rebuild a decision written by :meth:`to_dict`."""
         try:
             candidates = tuple(str(c) for c in data["candidates"])
-            scores = {str(n): (None if v is None else float(v))
-                      for n, v in dict(data["scores"]).items()}
+            stored = dict(data["scores"])
+            # in the candidates' order (a JSON writer may sort the keys)
+            scores = {c: (None if stored[c] is None else float(stored[c])) for c in candidates}
             decision = cls(candidates, scores, str(data["chosen"]), str(data["reason"]),
                            float(data.get("tolerance", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
