@@ -5,8 +5,8 @@ itself prefers a convex cut), and on data with many clusters (digits, PenDigits)
 over an anchor graph beats every width; on other real data the median width is best. So
 ``"auto"`` compares candidate kernels on the sample, without labels, by one score:
 
-**the expected normalised cut of one common graph.** The graph is the symmetric k-nn graph
-(``AUTO_NEIGHBORS`` neighbours, 0/1 edges) of at most ``DECISION_ROWS`` distinct rows of the
+**the expected normalised cut of one common graph.** The graph is the mutual k-nn graph
+(``AUTO_NEIGHBORS`` neighbours, 0/1 edges, :func:`mutual_knn_graph`) of at most ``DECISION_ROWS`` distinct rows of the
 sample, drawn by a generator seeded with their number after sorting them (so the draw does
 not depend on the order the rows came in). Each candidate clusters those rows by kernel
 k-means from ``SCORE_STARTS`` independent k-means++ starts (seeded the same way for every
@@ -36,17 +36,19 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from streamkm._kernel_lloyd import Gram, feature_gram, gram_diagonal, kernel_lloyd, one_hot
+from streamkm._kernel_lloyd import (
+    Gram, feature_gram, gram_columns, gram_diagonal, kernel_lloyd, one_hot,
+)
+from streamkm._numba import knn_graph as _nkg
 from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels._decision import AutoDecision, decide, not_considered
-from streamkm.kernels._graph import LandmarkGraph
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
 __all__ = ["AUTO_ANCHOR_ROWS", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS",
            "DECISION_ROWS", "LEVEL_SET_PAIRS", "LEVEL_SET_ROWS", "SCORE_STARTS",
            "auto_kernel_decision", "choose_auto_kernel", "decision_rows", "level_set_rows",
-           "normalized_cut"]
+           "mutual_knn_graph", "normalized_cut"]
 
 AUTO_MIN_ROWS = 500
 DECISION_ROWS = 1000
@@ -87,19 +89,53 @@ def decision_rows(sample: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows)
 
 
-def _expected_cut(spec: KernelSpec, rows: np.ndarray, kmat: Gram, graph: sp.csr_matrix,
-                  n_clusters: int) -> float:
-    """Mean normalised cut of ``graph`` over ``SCORE_STARTS`` kernel k-means runs of
-    ``spec`` on the prepared ``rows`` (Gram ``kmat``), each from its own k-means++ start;
-    the starts' generator is seeded the same for every candidate."""
+def mutual_knn_graph(rows: np.ndarray, n_neighbors: int = AUTO_NEIGHBORS) -> sp.csr_matrix:
+    """The 0/1 mutual k-nn graph of ``rows`` (float64, distinct): i and j joined when each
+    is within the other's ``n_neighbors``-th neighbour distance (ties included), no self
+    loops. Unlike the symmetrised (union) graph, a row in a sparse region is not joined to
+    the dense region it points into unless the dense rows point back: clusters of unequal
+    density stay apart (Maier, Hein and von Luxburg 2009)."""
+    m = rows.shape[0]
+    indptr, indices = _nkg.join_rows(rows, np.ascontiguousarray(rows.T), np.zeros(m),
+                                     min(n_neighbors, m - 1), False, np.empty(m))
+    within = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
+    mutual = within.minimum(within.T).tolil()
+    mutual.setdiag(0)
+    mutual = mutual.tocsr()
+    mutual.eliminate_zeros()
+    return mutual
+
+
+class _FormedGram:
+    """A kernel over row indices whose values are a formed Gram matrix: what the k-means++
+    seeding asks of a kernel (its diagonal, blocks of every row against a few) without
+    recomputing the kernel."""
+
+    def __init__(self, kmat: Gram) -> None:
+        self.kmat = kmat
+        self.diag = gram_diagonal(kmat)
+
+    def diagonal(self, index: np.ndarray) -> np.ndarray:
+        return self.diag[index[:, 0]]
+
+    def block(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return gram_columns(self.kmat, y[:, 0])[x[:, 0]]
+
+
+def _expected_cut(kmat: Gram, graph: sp.csr_matrix, n_clusters: int) -> float:
+    """Mean normalised cut of ``graph`` over ``SCORE_STARTS`` kernel k-means runs on the
+    Gram ``kmat``, each from its own k-means++ start; the starts' generator is seeded the
+    same for every candidate."""
     from streamkm.cluster._seeding import kernel_kmeans_plusplus  # the seeding imports kernels
 
-    draw = np.random.default_rng(rows.shape[0])
-    diag = gram_diagonal(kmat)
+    n = graph.shape[0]
+    draw = np.random.default_rng(n)
+    formed = _FormedGram(kmat)
+    index = np.arange(n)[:, None]
     cuts = []
     for _ in range(SCORE_STARTS):
-        seeds = kernel_kmeans_plusplus(rows, n_clusters, spec, draw)
-        labels = kernel_lloyd(kmat, seeds, max_iter=_MAX_ITER, diag=diag).labels
+        seeds = kernel_kmeans_plusplus(index, n_clusters, formed, draw)
+        labels = kernel_lloyd(kmat, seeds, max_iter=_MAX_ITER, diag=formed.diag).labels
         cuts.append(normalized_cut(graph, labels, n_clusters))
     return float(np.mean(cuts))
 
@@ -128,18 +164,17 @@ def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
         return width_spec, not_considered(
             reference, f"the sample has {rows.shape[0]} distinct rows, fewer than the "
                        f"{needed} a graph needs: the median width is used")
-    graph = LandmarkGraph.fit(rows, AUTO_NEIGHBORS).landmark_adjacency
+    graph = mutual_knn_graph(rows)
     offered = _offered_rows(sample if landmarks is None else landmarks)
     specs: dict[str, KernelSpec] = {reference: width_spec}
     scores: dict[str, float | None] = {
-        reference: _expected_cut(width_spec, rows, width_spec.block(rows, rows), graph,
-                                 n_clusters)}
+        reference: _expected_cut(width_spec.block(rows, rows), graph, n_clusters)}
     heat = KernelSpec("heat", options=AUTO_HEAT_OPTIONS).fit(rows, n_clusters)
     anchor = KernelSpec("anchor").fit(offered, n_clusters)
     for name, spec in (("heat", heat), ("anchor", anchor)):
         prepared = np.ascontiguousarray(spec.prepare(rows))
         specs[name] = spec
-        scores[name] = _expected_cut(spec, prepared, feature_gram(prepared), graph, n_clusters)
+        scores[name] = _expected_cut(feature_gram(prepared), graph, n_clusters)
     try:
         level = KernelSpec("level_set", options={"n_rows": level_set_rows(offered.shape[1])}
                            ).fit(offered, n_clusters)
@@ -149,7 +184,7 @@ def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
         specs["level_set"] = level
         scores["level_set"] = normalized_cut(
             graph, np.argmax(level.prepare(rows), axis=1), n_clusters)
-    tolerance = 1.0 / float(graph.sum())  # one edge's share of the graph's volume
+    tolerance = 1.0 / max(float(graph.sum()), 1.0)  # one edge's share of the graph's volume
     decision = decide(scores, reference, tolerance)
     return specs[decision.chosen], decision
 

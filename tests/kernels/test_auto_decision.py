@@ -145,3 +145,20 @@ def test_without_a_decision_the_state_says_none_and_drift_records_why():
     assert drifting.auto_decision_["chosen"] == "rbf"
     assert drifting.auto_decision_["scores"] == {"rbf": None}
     assert "not allowed" in drifting.auto_decision_["reason"]
+
+
+def test_mutual_knn_graph_against_numpy():
+    from streamkm.kernels._auto import mutual_knn_graph
+
+    x = np.random.default_rng(3).normal(size=(60, 2)) * np.where(
+        np.arange(60) < 30, 1.0, 5.0)[:, None]  # a dense and a sparse half
+    dist = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    r2 = np.sort(dist, axis=1)[:, 5]  # the 5th other row (index 0 is the row itself)
+    within = dist <= r2[:, None]
+    expected = (within & within.T) & ~np.eye(60, dtype=bool)
+    graph = mutual_knn_graph(x, 5)
+    np.testing.assert_array_equal(graph.toarray() > 0, expected)
+    assert (graph.toarray() != graph.toarray().T).sum() == 0
+    # the union graph joins more sparse rows to the dense half than the mutual one
+    union = within | within.T
+    assert (union[30:, :30]).sum() >= expected[30:, :30].sum()
