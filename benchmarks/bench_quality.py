@@ -45,7 +45,8 @@ Sections (each prints a markdown table):
    (defaults >= max(median width, linear) - 0.02), the kernels chosen, and the fit time
    of the defaults over the median width's (median (min-max) over seeds, fits interleaved).
 14. ``suite-shapes`` (not in the default sections): the choice on shapes (3 rings, 2
-   spirals, noisy moons, moons in 10-d, 5 concentric rings): seeds with ARI >= 0.95.
+   spirals, noisy moons, moons in 10-d, 5 concentric rings): seeds with ARI >= 0.95 over
+   seeds 0..``--shape-seeds``-1 (default 10).
    One command for both tables::
 
        OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
@@ -522,6 +523,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--shape-seeds", type=int, default=10,
+                        help="seeds of the suite-shapes section")
     parser.add_argument("--no-pendigits", action="store_true")
     parser.add_argument("--sections", default="ari,norms,early,exact,svd")
     args = parser.parse_args()
@@ -557,7 +560,7 @@ def main() -> None:
     if "suite" in wanted:
         section_suite(args.seeds)
     if "suite-shapes" in wanted:
-        section_suite_shapes(args.seeds)
+        section_suite_shapes(args.shape_seeds)
 
 
 if __name__ == "__main__":

@@ -16,13 +16,15 @@ land on different partitions pays for the bad ones, so the score rewards cluster
 follow the data's connected shapes *and* that a start finds reliably. The level-set kernel's
 partition does not depend on a start (its k pieces) and is scored once.
 
-The candidates: the ``kind`` at the median width (the reference), the density-weighted heat
-kernel fitted on the decision rows, the anchor-graph kernel and the density level-set kernel
-fitted on the offered rows (all of X in ``fit``, at most ``AUTO_ANCHOR_ROWS``; the sample in
-streaming). :func:`streamkm.kernels._decision.decide` takes the lowest score and keeps the
-reference unless it is beaten by more than one edge's share of the graph (1 / its volume).
-rbf at other widths was measured and dropped (never the lowest score where it mattered; it
-gained at most 0.05 ARI on PenDigits' decision rows and lost on the shapes).
+The candidates: the ``kind`` at the median width (the reference), the anchor-graph kernel
+and the density level-set kernel fitted on the offered rows (all of X in ``fit``, at most
+``AUTO_ANCHOR_ROWS``; the sample in streaming). :func:`streamkm.kernels._decision.decide`
+takes the lowest score and keeps the reference unless it is beaten by more than one edge's
+share of the graph (1 / its volume). Measured and dropped as not paying their way: rbf at
+4x the median width (never the lowest score where it mattered) and the density-weighted
+heat kernel on the decision rows (never lowest by a margin that gained ARI; the anchor and
+level-set kernels cut as little on moons and circles, and its dense eigendecomposition was
+most of the decision's time). ``candidates=`` can still add it.
 
 No graph kernel is considered when ``allow_graph`` is false (drift handling, sketching) or
 when the sample has fewer than ``AUTO_MIN_ROWS`` (or 20 k) distinct rows; the decision then
@@ -45,7 +47,7 @@ from streamkm.kernels._decision import AutoDecision, decide, not_considered
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
-__all__ = ["AUTO_ANCHOR_ROWS", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS",
+__all__ = ["AUTO_ANCHOR_ROWS", "AUTO_CANDIDATES", "GRAPH_CANDIDATES", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS",
            "DECISION_ROWS", "LEVEL_SET_PAIRS", "LEVEL_SET_ROWS", "SCORE_STARTS",
            "auto_kernel_decision", "choose_auto_kernel", "decision_rows", "level_set_rows",
            "mutual_knn_graph", "normalized_cut"]
@@ -59,6 +61,12 @@ AUTO_HEAT_OPTIONS = {"n_neighbors": AUTO_NEIGHBORS, "weights": "density"}
 #: rows the anchor-graph and level-set kernels of ``"auto"`` are fitted on at most
 #: (``fit(X)`` offers all of X; the anchor kernel's cost is linear in them)
 AUTO_ANCHOR_ROWS = 20000
+#: the graph kernels ``"auto"`` compares with the median width, in the order ties are
+#: broken; the heat kernel may be added (``candidates=``) but does not pay its way: it never
+#: scored lowest by a margin that gained ARI on the suite (docs/kernels.md), and its
+#: dense eigendecomposition was most of the decision's time
+AUTO_CANDIDATES = ("anchor", "level_set")
+GRAPH_CANDIDATES = ("heat", "anchor", "level_set")
 #: independent k-means++ starts per candidate; the score is the mean over them
 SCORE_STARTS = 5
 _MAX_ITER = 50
@@ -143,11 +151,16 @@ def _expected_cut(kmat: Gram, graph: sp.csr_matrix, n_clusters: int) -> float:
 def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
                          n_clusters: int, *, allow_graph: bool,
                          landmarks: np.ndarray | None = None,
+                         candidates: tuple[str, ...] = AUTO_CANDIDATES,
                          ) -> tuple[KernelSpec, AutoDecision]:
     """The kernel ``gamma="auto"`` resolves to and the decision that chose it (module
-    docstring): ``kind`` at width ``gamma`` (the reference), the heat kernel fitted on the
-    decision rows, or the anchor-graph or level-set kernel fitted on ``landmarks`` (default
-    ``sample``; at most ``AUTO_ANCHOR_ROWS`` of them)."""
+    docstring): ``kind`` at width ``gamma`` (the reference), or one of the graph
+    ``candidates`` (a subset of ``GRAPH_CANDIDATES``, in the order ties are broken): the heat
+    kernel fitted on the decision rows, the anchor-graph or level-set kernel fitted on
+    ``landmarks`` (default ``sample``; at most ``AUTO_ANCHOR_ROWS`` of them)."""
+    unknown = sorted(set(candidates) - set(GRAPH_CANDIDATES))
+    if unknown:
+        raise ValueError(f"auto candidates are among {GRAPH_CANDIDATES}, got {unknown}")
     reference = kind.name
     width_spec = KernelSpec(kind.name, gamma)
     if not allow_graph:
@@ -169,21 +182,23 @@ def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
     specs: dict[str, KernelSpec] = {reference: width_spec}
     scores: dict[str, float | None] = {
         reference: _expected_cut(width_spec.block(rows, rows), graph, n_clusters)}
-    heat = KernelSpec("heat", options=AUTO_HEAT_OPTIONS).fit(rows, n_clusters)
-    anchor = KernelSpec("anchor").fit(offered, n_clusters)
-    for name, spec in (("heat", heat), ("anchor", anchor)):
-        prepared = np.ascontiguousarray(spec.prepare(rows))
+    for name in candidates:
+        if name == "level_set":
+            try:
+                spec = KernelSpec("level_set", options={
+                    "n_rows": level_set_rows(offered.shape[1])}).fit(offered, n_clusters)
+            except NoLevelSetError:
+                scores[name] = None  # the rows have no level set of k pieces
+                continue
+            # its partition is its k pieces: no start to average over
+            scores[name] = normalized_cut(graph, np.argmax(spec.prepare(rows), axis=1),
+                                          n_clusters)
+        else:
+            spec = (KernelSpec("heat", options=AUTO_HEAT_OPTIONS).fit(rows, n_clusters)
+                    if name == "heat" else KernelSpec("anchor").fit(offered, n_clusters))
+            prepared = np.ascontiguousarray(spec.prepare(rows))
+            scores[name] = _expected_cut(feature_gram(prepared), graph, n_clusters)
         specs[name] = spec
-        scores[name] = _expected_cut(feature_gram(prepared), graph, n_clusters)
-    try:
-        level = KernelSpec("level_set", options={"n_rows": level_set_rows(offered.shape[1])}
-                           ).fit(offered, n_clusters)
-    except NoLevelSetError:
-        scores["level_set"] = None  # the rows have no level set of k pieces
-    else:
-        specs["level_set"] = level
-        scores["level_set"] = normalized_cut(
-            graph, np.argmax(level.prepare(rows), axis=1), n_clusters)
     tolerance = 1.0 / max(float(graph.sum()), 1.0)  # one edge's share of the graph's volume
     decision = decide(scores, reference, tolerance)
     return specs[decision.chosen], decision
