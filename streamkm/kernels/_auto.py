@@ -19,8 +19,9 @@ partition does not depend on a start (its k pieces) and is scored once.
 The candidates: the ``kind`` at the median width (the reference), the anchor-graph kernel
 and the density level-set kernel fitted on the offered rows (all of X in ``fit``, at most
 ``AUTO_ANCHOR_ROWS``; the sample in streaming). :func:`streamkm.kernels._decision.decide`
-takes the lowest score and keeps the reference unless it is beaten by more than one edge's
-share of the graph (1 / its volume). Measured and dropped as not paying their way: rbf at
+takes the lowest score and keeps the reference unless it is beaten by more than the score's
+resolution, one row's share of a cut: moving a row to another cluster changes the cut by
+about its degree over its cluster's volume, k / n on average (k clusters, n rows). Measured and dropped as not paying their way: rbf at
 4x the median width (never the lowest score where it mattered) and the density-weighted
 heat kernel on the decision rows (never lowest by a margin that gained ARI; the anchor and
 level-set kernels cut as little on moons and circles, and its dense eigendecomposition was
@@ -199,7 +200,9 @@ def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
             prepared = np.ascontiguousarray(spec.prepare(rows))
             scores[name] = _expected_cut(feature_gram(prepared), graph, n_clusters)
         specs[name] = spec
-    tolerance = 1.0 / max(float(graph.sum()), 1.0)  # one edge's share of the graph's volume
+    # the score's resolution: moving one row across a cut changes it by about its degree
+    # over its cluster's volume, (vol / n) / (vol / k) = k / n
+    tolerance = n_clusters / rows.shape[0]
     decision = decide(scores, reference, tolerance)
     return specs[decision.chosen], decision
 

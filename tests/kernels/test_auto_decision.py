@@ -124,6 +124,7 @@ def test_fitted_model_keeps_the_decision_reports_it_and_restores_it(tmp_path):
     assert decision["candidates"][0] == "rbf"
     assert set(decision["scores"]) == set(decision["candidates"])
     assert decision["scores"][decision["chosen"]] < decision["scores"]["rbf"]
+    assert decision["tolerance"] == 2 / 1000  # k / n: one of the 1000 decision rows moved
     events = [e for e in report.events if e["event"] == "kernel_chosen"]
     assert len(events) == 1 and events[0]["step"] == 1
     assert events[0]["kernel"] == decision["chosen"]
