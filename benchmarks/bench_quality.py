@@ -39,6 +39,18 @@ Sections (each prints a markdown table):
    0.08), seeds 10 on.
 12. ``stream-first`` (not in the default sections): streaming with ``partial_fit``, a first
    batch of 1,024 rows against 3,072 (the service's default first batch), ARI per data set.
+13. ``suite`` (not in the default sections): ``gamma="auto"``'s kernel choice on the real
+   sets (digits and the KEEL sets, standardised, k = classes, seeds 0..``--seeds``-1):
+   mean ARI of the defaults, the median-width rbf and the linear kernel, the floor
+   (defaults >= max(median width, linear) - 0.02), the kernels chosen, and the fit time
+   of the defaults over the median width's (median (min-max) over seeds, fits interleaved).
+14. ``suite-shapes`` (not in the default sections): the choice on shapes (3 rings, 2
+   spirals, noisy moons, moons in 10-d, 5 concentric rings): seeds with ARI >= 0.95 over
+   seeds 0..``--shape-seeds``-1 (default 10).
+   One command for both tables::
+
+       OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
+           .venv/bin/python benchmarks/bench_quality.py --sections suite,suite-shapes --seeds 5
 """
 
 from __future__ import annotations
@@ -55,7 +67,7 @@ from sklearn.decomposition import TruncatedSVD
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _quality_data import pendigits, planted_topics  # noqa: E402
+from _quality_data import pendigits, planted_topics, real_suite  # noqa: E402
 
 from streamkm import MiniBatchKernelKMeans  # noqa: E402
 from streamkm.batch import KernelKMeans, kernel_lloyd  # noqa: E402
@@ -366,6 +378,86 @@ def section_shapes(seeds: int) -> None:
         print(f"| {name} | {' '.join(ours)} | {chose} | {summary(median)} |", flush=True)
 
 
+def _timed_fit(x: np.ndarray, k: int, seed: int, **params
+               ) -> tuple[float, MiniBatchKernelKMeans]:
+    """Seconds of ``MiniBatchKernelKMeans(k, random_state=seed, **params).fit(x)`` and the
+    fitted model."""
+    t0 = time.perf_counter()
+    model = MiniBatchKernelKMeans(k, random_state=seed, **params).fit(x)
+    return time.perf_counter() - t0, model
+
+
+def section_suite(seeds: int) -> None:
+    """gamma="auto" on the real suite against the median width and the linear kernel."""
+    print("\n| data (n x d, k) | defaults ARI | median width | linear | floor | chose "
+          "| fit time defaults / median width |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (x, y) in real_suite().items():
+        k = int(np.unique(y).shape[0])
+        ari = {"defaults": [], "median": [], "linear": []}
+        ratios, chose = [], ""
+        for seed in range(seeds):
+            t_auto, auto = _timed_fit(x, k, seed)
+            t_med, med = _timed_fit(x, k, seed, gamma="median")
+            _, lin = _timed_fit(x, k, seed, kernel="linear")
+            for key, model in (("defaults", auto), ("median", med), ("linear", lin)):
+                ari[key].append(adjusted_rand_score(y, model.labels_))
+            ratios.append(t_auto / t_med)
+            chose += {"rbf": "r", "heat": "h", "anchor": "a", "level_set": "l"}[auto.kernel_.name]
+        mean = {key: float(np.mean(v)) for key, v in ari.items()}
+        floor = max(mean["median"], mean["linear"]) - 0.02
+        verdict = "met" if mean["defaults"] >= floor else f"missed by {floor - mean['defaults']:.3f}"
+        print(f"| {name} ({x.shape[0]} x {x.shape[1]}, {k}) | {mean['defaults']:.3f} | "
+              f"{mean['median']:.3f} | {mean['linear']:.3f} | {verdict} | {chose} | "
+              f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |",
+              flush=True)
+
+
+def _moons_10d(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    x, y = make_moons(3000, noise=0.08, random_state=seed)
+    noise = np.random.default_rng(seed).normal(0, 0.3, size=(x.shape[0], 8))
+    return np.hstack([x, noise]), y
+
+
+def _five_rings(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(5, size=5000)
+    angle = rng.uniform(0, 2 * np.pi, size=5000)
+    radius = 1.0 + y + rng.normal(0, 0.08, size=5000)
+    return np.column_stack([radius * np.cos(angle), radius * np.sin(angle)]), y
+
+
+def _noisy_moons(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Moons with 5% uniform noise rows (labelled with their nearest moon's class)."""
+    x, y = make_moons(3000, noise=0.08, random_state=seed)
+    rng = np.random.default_rng(seed)
+    n_noise = int(0.05 * x.shape[0])
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    noise = rng.uniform(lo, hi, size=(n_noise, 2))
+    nearest = np.argmin(((noise[:, None, :] - x[None, :, :]) ** 2).sum(-1), axis=1)
+    return np.vstack([x, noise]), np.concatenate([y, y[nearest]])
+
+
+def section_suite_shapes(seeds: int) -> None:
+    """gamma="auto" on shapes: seeds with ARI >= 0.95 and the kernels chosen."""
+    cases = [("3 rings (n 3000, noise 0.06)", _rings, 3),
+             ("2 spirals (n 3000, noise 0.05)", _spirals, 2),
+             ("moons + 5% uniform noise (n 3150)", _noisy_moons, 2),
+             ("moons in 10-d (2 + 8 noise dims, std 0.3)", _moons_10d, 2),
+             ("5 concentric rings (n 5000)", _five_rings, 5)]
+    print("\n| data | seeds ARI >= 0.95 | ARI median (min-max) | chose |")
+    print("|---|---|---|---|")
+    for name, make, k in cases:
+        scores, chose = [], ""
+        for seed in range(seeds):
+            x, y = make(seed)
+            model = MiniBatchKernelKMeans(k, random_state=seed).fit(x)
+            scores.append(adjusted_rand_score(y, model.labels_))
+            chose += {"rbf": "r", "heat": "h", "anchor": "a", "level_set": "l"}[model.kernel_.name]
+        good = sum(s >= 0.95 for s in scores)
+        print(f"| {name} | {good} of {seeds} | {summary(scores)} | {chose} |", flush=True)
+
+
 def section_level_set_cost(repeats: int) -> None:
     """What auto's step 5 costs: the level-set kernel's fit on the rows it is offered (at
     most 20,000; of those at most ``LEVEL_SET_ROWS``, fewer in many dimensions), one thread,
@@ -430,6 +522,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--shape-seeds", type=int, default=10,
+                        help="seeds of the suite-shapes section")
     parser.add_argument("--no-pendigits", action="store_true")
     parser.add_argument("--sections", default="ari,norms,early,exact,svd")
     args = parser.parse_args()
@@ -462,6 +556,10 @@ def main() -> None:
         section_shapes(args.seeds)
     if "stream-first" in wanted:
         section_stream_first(args.seeds)
+    if "suite" in wanted:
+        section_suite(args.seeds)
+    if "suite-shapes" in wanted:
+        section_suite_shapes(args.shape_seeds)
 
 
 if __name__ == "__main__":

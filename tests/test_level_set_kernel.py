@@ -152,11 +152,9 @@ def _spirals(seed: int, n: int = 3000) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.unit
 @pytest.mark.parametrize("seed", [0, 1])
-def test_auto_prefers_the_level_set_to_a_heat_kernel_that_cuts_across_spirals(seed):
-    """Step 5 also runs when heat is chosen: on two noisy spirals the heat kernel auto
-    fits on its 1000 decision rows cuts across the arms (ARI 0.08 and 0.39 before step 5
-    followed heat) and the level set follows them (seed 1: the heat partition cuts only
-    0.009 of the sharpened graph, the level set 0.0001)."""
+def test_auto_prefers_the_level_set_on_spirals(seed):
+    """On two noisy spirals the anchor kernel's partitions cut across the arms and the
+    level set follows them: its pieces cut the least of the common graph."""
     x, y = _spirals(seed)
     width = MiniBatchKernelKMeans(2, gamma="median", random_state=seed).fit(x)
     assert adjusted_rand_score(y, width.labels_) < 0.5

@@ -36,6 +36,7 @@ from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
 from streamkm.kernels import KernelSpec, build_kernel
 from streamkm.kernels._spec import check_kernel_options
+from streamkm.kernels._decision import AutoDecision
 from streamkm.model import StepReport
 from streamkm.state_io import read_npz, write_npz_atomic
 
@@ -185,6 +186,12 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         when ``gamma="auto"`` chose a graph kernel).
     kernel_ : streamkm.kernels.KernelSpec
         The kernel in use, parameters resolved (see ``gamma``).
+    auto_decision_ : dict or None
+        What ``gamma="auto"`` compared and chose: ``candidates`` (kernel names, the
+        median-width one first), ``scores`` (name -> expected normalised cut, lower is
+        better, None when not scored), ``chosen``, ``reason`` and ``tolerance``; plain types,
+        part of the saved state. None when no ``"auto"`` decision was made. The first
+        step's report carries it as a ``kernel_chosen`` event (docs/kernels.md).
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
         Explicit centers; linear kernel only.
     n_converged_ / n_woke_ : int
@@ -341,7 +348,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
 
     # ------------------------------------------------------------------ initialisation
     def _reset(self) -> None:
-        for name in ("_centers", "_kernel_spec", "_monitor", "_rng", "_drift"):
+        for name in ("_centers", "_kernel_spec", "_monitor", "_rng", "_drift",
+                     "_pending_events"):
             self.__dict__.pop(name, None)
 
     def _initialize(self, sample: np.ndarray, rng: np.random.Generator,
@@ -355,12 +363,18 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self._rng = rng
         self.n_features_in_ = sample.shape[1]
         self._dtype = sample.dtype
+        decisions: list[AutoDecision] = []
         self._kernel_spec = build_kernel(
             self.kernel, self.gamma, sample=sample, rng=rng, n_clusters=k, degree=self.degree,
             coef0=float(self.coef0), kernel_params=self.kernel_params, landmarks=landmarks,
             # a graph fixed on this sample can neither follow drift nor be re-sketched
             allow_graph=self._drift_policy() is None and raw_sample is None,
+            on_decision=decisions.append,
         )
+        self.auto_decision_ = decisions[0].to_dict() if decisions else None
+        if decisions:  # reported with the first step
+            self.__dict__["_pending_events"] = [
+                {"event": "kernel_chosen", "kernel": decisions[0].chosen, **self.auto_decision_}]
         self.gamma_ = self._kernel_spec.gamma
         sample = self._kernel_spec.prepare(sample)
 
@@ -509,7 +523,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         if update:
             self.improvement_ = improvement
         event = self._monitor.observe(outcome.objective_before, improvement)
-        events: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = [
+            {**pending, "step": self.n_steps_}
+            for pending in self.__dict__.pop("_pending_events", ())]
         if event is not None:
             events.append({"event": event, "step": self.n_steps_,
                            "objective": float(outcome.objective_before)})
@@ -716,6 +732,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             "dtype": np.dtype(self._dtype).name,
             "kernel_spec": self._kernel_spec.to_dict(),
             "kernel_fitted": kernel_fitted,
+            "auto_decision": self.auto_decision_,
             "gamma_": self.gamma_,
             "n_steps": int(self.n_steps_),
             "batch_objective": None if math.isnan(self.batch_objective_) else self.batch_objective_,
@@ -752,6 +769,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             model._kernel_spec = KernelSpec.from_dict(
                 meta["kernel_spec"], arrays, meta.get("kernel_fitted"))
             model.gamma_ = meta["gamma_"]
+            decision = meta.get("auto_decision")
+            model.auto_decision_ = (None if decision is None
+                                    else AutoDecision.from_dict(decision).to_dict())
             if model._kernel_spec.explicit_features:
                 model._centers = ExplicitCenters.from_arrays(arrays)
             else:

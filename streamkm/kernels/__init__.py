@@ -8,6 +8,7 @@ anchor-graph heat kernel ``anchor`` and the density level-set kernel ``level_set
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from streamkm.kernels import (  # noqa: F401
     anchor, cosine, heat, knn, laplacian, level_set, linear, polynomial, rbf,
 )
 from streamkm.kernels._auto import choose_auto_kernel
+from streamkm.kernels._decision import AutoDecision
 from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_names, register
 from streamkm.kernels._spec import KernelSpec
 from streamkm.kernels._width import GAMMA_RULES, median_heuristic_gamma, resolve_gamma
@@ -33,6 +35,7 @@ def build_kernel(
     n_clusters: int, degree: int = 3, coef0: float = 1.0,
     kernel_params: dict[str, Any] | None = None, landmarks: np.ndarray | None = None,
     allow_graph: bool = False,
+    on_decision: Callable[[AutoDecision], None] | None = None,
 ) -> KernelSpec:
     """A ready :class:`KernelSpec`: gamma resolved on ``sample``, fitted on ``landmarks``.
 
@@ -42,7 +45,8 @@ def build_kernel(
     ``sample``). With ``allow_graph``, ``"auto"`` on a shift-invariant kernel may resolve
     to the heat kernel fitted on ``sample`` or the anchor-graph kernel fitted on
     ``landmarks`` (:func:`streamkm.kernels._auto.choose_auto_kernel`); without it ``"auto"``
-    is the median rule.
+    is the median rule. ``on_decision`` is called with ``"auto"``'s
+    :class:`~streamkm.kernels._decision.AutoDecision` when one was made.
     """
     kind = get_kernel_type(name)
     resolved = None
@@ -50,7 +54,8 @@ def build_kernel(
         resolved = resolve_gamma(kind, gamma, sample, rng, n_clusters)
         if gamma in (None, "auto") and kind.shift_invariant and not kernel_params:
             return choose_auto_kernel(kind, resolved, sample, n_clusters,
-                                      allow_graph=allow_graph, landmarks=landmarks)
+                                      allow_graph=allow_graph, landmarks=landmarks,
+                                      on_decision=on_decision)
     spec = KernelSpec(name, resolved, degree, float(coef0), dict(kernel_params or {}))
     return spec.fit(sample if landmarks is None else landmarks, n_clusters)
 

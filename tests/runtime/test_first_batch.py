@@ -90,18 +90,18 @@ def _run_on_a_slow_stream(tmp_path: Path, batching: dict[str, Any],
     return hook.sizes[0], service.model.kernel_.name
 
 
-def test_a_slow_streams_first_batch_fills_and_auto_chooses_the_heat_kernel(tmp_path):
+def test_a_slow_streams_first_batch_fills_and_auto_chooses_a_graph_kernel(tmp_path):
     # ~1600 records/s: 3072 rows take ~1.9 s, within the default 5 s even at half speed
     size, kernel = _run_on_a_slow_stream(tmp_path, {}, rows_per_write=160)
     assert size == 3072
-    assert kernel == "heat"
+    assert kernel == "anchor"
 
 
 def test_first_batch_size_sets_the_first_batch(tmp_path):
     size, kernel = _run_on_a_slow_stream(tmp_path, {"first_batch_size": 1024},
                                          rows_per_write=160)
     assert size == 1024
-    assert kernel == "heat"
+    assert kernel == "anchor"
 
 
 def test_without_the_longer_first_wait_the_first_batch_is_cut_short(tmp_path):
@@ -109,7 +109,7 @@ def test_without_the_longer_first_wait_the_first_batch_is_cut_short(tmp_path):
     size, kernel = _run_on_a_slow_stream(
         tmp_path, {"max_wait_ms": 500, "first_batch_wait_ms": 500}, rows_per_write=30)
     assert size < 1024
-    assert kernel == ("heat" if size >= 500 else "rbf")
+    assert kernel == ("anchor" if size >= 500 else "rbf")
 
 
 def test_the_default_first_batch_finds_two_noisy_rings(tmp_path):

@@ -187,14 +187,14 @@ def _stream(data: str, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("data, kernel, k, floor, asked", [
-    ("moons", "heat", 2, 0.95, "rbf"), ("blobs", "anchor", 5, 0.8, "rbf"),
+    ("moons", "heat", 2, 0.95, "heat"), ("blobs", "anchor", 5, 0.8, "rbf"),
     ("rings", "level_set", 2, 0.95, "level_set")])
 def test_a_leader_publishes_the_auto_graph_kernel(data: str, kernel: str, k: int,
                                                   floor: float, asked: str) -> None:
     """The first model's "auto" decision runs on the rows buffered from every partition: on
-    moons it resolves to the heat kernel, on these blobs to the anchor-graph kernel; the
-    fitted kernel (graph and spectrum, anchors and feature map, or the level set's pieces,
-    asked for by name) travels in the version, so members predict with it and a successor
+    these blobs it resolves to the anchor-graph kernel; the fitted kernel (its anchors and
+    feature map, or the heat kernel's graph and spectrum and the level set's pieces, asked
+    for by name) travels in the version, so members predict with it and a successor
     leader goes on from it identically."""
     from sklearn.metrics import adjusted_rand_score
 

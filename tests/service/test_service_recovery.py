@@ -191,15 +191,15 @@ def _graph_kernel_stream(shape: str) -> tuple[np.ndarray, np.ndarray, int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape, kernel, floor, asked", [
-    ("moons", "heat", 0.95, None), ("blobs", "anchor", 0.8, None),
+    ("moons", "heat", 0.95, "heat"), ("blobs", "anchor", 0.8, None),
     ("rings", "level_set", 0.95, "level_set")])
 def test_sigkill_recovery_keeps_the_auto_graph_kernel(tmp_path: Path, service_process,
                                                       shape: str, kernel: str,
                                                       floor: float, asked: str | None) -> None:
-    """The default gamma="auto" resolves on the first batch to a graph kernel: the heat
-    kernel on moons (its graph and spectrum go into every checkpoint), the anchor-graph
-    kernel on these blobs (its anchors and feature map); the level-set kernel (its pieces'
-    rows and labels) is asked for by name. A service killed and restarted four times ends
+    """The default gamma="auto" resolves on the first batch to a graph kernel: the
+    anchor-graph kernel on these blobs (its anchors and feature map go into every
+    checkpoint); the heat kernel on moons (its graph and spectrum) and the level-set kernel
+    (its pieces' rows and labels) are asked for by name. A service killed and restarted four times ends
     with the uninterrupted run's model and outputs, bit for bit, and its assignments find
     the clusters."""
     from sklearn.metrics import adjusted_rand_score
