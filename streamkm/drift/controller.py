@@ -270,6 +270,19 @@ class DriftController:
         ratio = self.window_spreads(centers, kernel) / spreads_before
         self.monitor.rescale(ratio)
 
+    def follow_kernel(self, labels: np.ndarray, old_rows: np.ndarray, new_rows: np.ndarray,
+                      raw: RawRows | None, old_centers: Any, old_kernel: KernelSpec,
+                      new_centers: Any, new_kernel: KernelSpec) -> None:
+        """Follow a refitted kernel: refill the windows with the estimator's recent rows
+        (``labels``: their clusters; ``old_rows`` / ``new_rows``: prepared by the old / new
+        kernel) and rescale every cluster's spread statistics by how much the new feature
+        space changed its window's spread (a cluster whose ratio is unknown restarts its
+        warm-up)."""
+        self.recent.rebuild(labels, old_rows, raw)
+        before = self.window_spreads(old_centers, old_kernel)
+        self.recent.rebuild(labels, new_rows, raw)
+        self.monitor.rescale(self.window_spreads(new_centers, new_kernel) / before)
+
     # ------------------------------------------------------------------ state
 
     def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
