@@ -515,13 +515,14 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         reason = refresh_reason(reservoir, list(report.events))
         if reason is None:
             return report
-        event = self._refresh_kernel(reason)
-        return dataclasses.replace(report, events=report.events + (event,))
+        events = self._refresh_kernel(reason)
+        return dataclasses.replace(report, events=report.events + tuple(events))
 
     def _refresh_kernel(self, reason: str, new_rows: np.ndarray | None = None
-                        ) -> dict[str, Any]:
+                        ) -> list[dict[str, Any]]:
         """Refit the graph kernel on the reservoir and move the centers and the drift
-        windows into its feature space; the ``kernel_refreshed`` event."""
+        windows into its feature space, where drift handling reviews every cluster once;
+        the ``kernel_refreshed`` event and the splits it led to."""
         reservoir = self._reservoir
         old_kernel = self._kernel_spec
         old_centers = ExplicitCenters(self._centers.centers.copy())
@@ -534,19 +535,24 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         except NoLevelSetError as exc:
             if new_rows is not None:
                 raise
-            return {**event, "event": "kernel_refresh_failed", "error": str(exc)}
+            return [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
         self._centers.reproject(outcome.centers)
         self._kernel_spec = outcome.kernel
         if new_rows is not None:
             reservoir.rows = np.ascontiguousarray(new_rows, dtype=self._dtype)
+        reservoir.n_refreshes += 1
+        events = [{**event, "n_features": int(outcome.centers.shape[1])}]
         drift = self.__dict__.get("_drift")
         if drift is not None:
             with np.errstate(invalid="ignore", divide="ignore"):
                 drift.follow_kernel(outcome.labels, outcome.old_features, outcome.new_features,
                                     reservoir.raw, old_centers, old_kernel, self._centers,
                                     outcome.kernel)
-        reservoir.n_refreshes += 1
-        return {**event, "n_features": int(outcome.centers.shape[1])}
+            if reason != "drift":  # a drift refresh follows a split or merge already
+                splits, self.counts_ = drift.review(int(self.n_steps_), self._centers,
+                                                    self.counts_, outcome.kernel)
+                events += splits
+        return events
 
     def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
                ) -> StepReport:
