@@ -13,7 +13,9 @@ re-sketching) and refits the kernel on them (:func:`refresh_kernel`):
 A refresh moves the model into the new feature space without forgetting what it learned:
 each reservoir row is assigned with the old kernel and centers; the new center of cluster j
 is the mean of the new features of its reservoir rows (a cluster no reservoir row belongs
-to takes the new features of the reservoir row nearest to it in the old space). Counts,
+to takes the new features of the reservoir row nearest to it in the old space), and a few
+Lloyd iterations on the reservoir's new features settle them (k-means on the recent rows,
+started from the carried centers, so each cluster keeps its position and id). Counts,
 stable cluster ids, the convergence monitor and the random generator carry over. Its cost
 is one fit of the kernel on the reservoir plus preparing the reservoir rows twice.
 """
@@ -35,6 +37,9 @@ __all__ = ["RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "refresh_kernel",
 #: input rows kept for refitting a graph kernel (the refresh's landmarks)
 RESERVOIR_ROWS = 4096
 _PREFIX = "kernel_reservoir_"
+#: Lloyd iterations on the reservoir in the new feature space, started from the carried
+#: centers (fewer when the assignment stops changing)
+REFINE_ITERATIONS = 20
 
 
 def _tail(rows: RawRows, n: int) -> RawRows:
@@ -53,7 +58,8 @@ class RowReservoir:
     raw : RawRows or None
         Their raw rows (when the model keeps raw rows).
     rows_since_fit : int
-        Rows added since the kernel was last fitted.
+        Rows added since the kernel was last fitted (negative while the rows it was fitted
+        on are still to be added).
     n_refreshes : int
         Refreshes so far.
     """
@@ -152,13 +158,33 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
     k = centers.n_clusters
     fitted = unfitted.fit(new_rows, k)
     new_features = fitted.prepare(np.ascontiguousarray(new_rows, dtype=dtype))
+    feats = new_features.astype(np.float64)
+    centers_new = _cluster_means(feats, labels, k, fallback=np.argmin(sq, axis=0))
+    for _ in range(REFINE_ITERATIONS):
+        assigned = _nearest(feats, centers_new)
+        if np.array_equal(assigned, labels):
+            break
+        labels = assigned
+        centers_new = _cluster_means(feats, labels, k, fallback=None, keep=centers_new)
+    return RefreshOutcome(fitted, np.ascontiguousarray(centers_new, dtype=dtype), labels,
+                          old_features, new_features)
+
+
+def _nearest(features: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    sq = (centers * centers).sum(axis=1)[None, :] - 2.0 * features @ centers.T
+    return np.argmin(sq, axis=1).astype(np.int64)
+
+
+def _cluster_means(features: np.ndarray, labels: np.ndarray, k: int, *,
+                   fallback: np.ndarray | None, keep: np.ndarray | None = None) -> np.ndarray:
+    """Mean of each cluster's rows; an empty cluster takes the row ``fallback[j]`` (or keeps
+    its center in ``keep``)."""
     counts = np.bincount(labels, minlength=k)
-    sums = np.zeros((k, new_features.shape[1]))
-    np.add.at(sums, labels, new_features.astype(np.float64))
+    sums = np.zeros((k, features.shape[1]))
+    np.add.at(sums, labels, features)
     out = np.empty_like(sums)
     held = counts > 0
     out[held] = sums[held] / counts[held, None]
     for j in np.flatnonzero(~held):
-        out[j] = new_features[int(np.argmin(sq[:, j]))]
-    return RefreshOutcome(fitted, np.ascontiguousarray(out, dtype=dtype), labels,
-                          old_features, new_features)
+        out[j] = features[int(fallback[j])] if keep is None else keep[j]
+    return out

@@ -488,10 +488,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             self._initialize(x[:init_size], check_random_state(self.random_state),
                              None if raw is None else raw[:init_size])
             if self._kernel_spec.kind.fitted:
-                # the first rows are the ones the kernel was fitted on
-                self._reservoir = RowReservoir(RESERVOIR_ROWS, x[:init_size],
-                                               None if raw is None else raw[:init_size])
-                self._reservoir.rows_since_fit = 0
+                self._reservoir = RowReservoir(RESERVOIR_ROWS, x[:0],
+                                               None if raw is None else raw[:0])
+                # the first rows, which this step adds, are the ones the kernel was fitted on
+                self._reservoir.rows_since_fit = -init_size
         else:
             self._check_frozen_params()
             x = self._check_input(X)
