@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from numbers import Integral, Real
 from pathlib import Path
@@ -27,13 +28,16 @@ from streamkm._kernel_lloyd import feature_gram
 from streamkm._validation import check_array, check_random_state
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
+from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refresh_kernel,
+                                              refresh_reason)
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm._raw_rows import RawRows
 from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.policy import DriftPolicy
-from streamkm.exceptions import NotFittedError, ParameterError, StateError, ValidationError
+from streamkm.exceptions import (NoLevelSetError, NotFittedError, ParameterError, StateError,
+                                 ValidationError)
 from streamkm.kernels import KernelSpec, build_kernel
 from streamkm.kernels._spec import check_kernel_options
 from streamkm.kernels._decision import AutoDecision
@@ -348,7 +352,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
 
     # ------------------------------------------------------------------ initialisation
     def _reset(self) -> None:
-        for name in ("_centers", "_kernel_spec", "_monitor", "_rng", "_drift",
+        for name in ("_centers", "_kernel_spec", "_monitor", "_rng", "_drift", "_reservoir",
                      "_pending_events"):
             self.__dict__.pop(name, None)
 
@@ -367,8 +371,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self._kernel_spec = build_kernel(
             self.kernel, self.gamma, sample=sample, rng=rng, n_clusters=k, degree=self.degree,
             coef0=float(self.coef0), kernel_params=self.kernel_params, landmarks=landmarks,
-            # a graph fixed on this sample can neither follow drift nor be re-sketched
-            allow_graph=self._drift_policy() is None and raw_sample is None,
+            # in streaming a graph kernel follows the stream (and a new sketch) by refits
+            # on the recent rows (streamkm.cluster._kernel_refresh)
+            allow_graph=True,
             on_decision=decisions.append,
         )
         self.auto_decision_ = decisions[0].to_dict() if decisions else None
@@ -498,11 +503,72 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             init_size = x.shape[0] if self.init_size is None else min(x.shape[0], self.init_size)
             self._initialize(x[:init_size], check_random_state(self.random_state),
                              None if raw is None else raw[:init_size])
+            if self._kernel_spec.kind.fitted:
+                self._reservoir = RowReservoir(RESERVOIR_ROWS, x[:0],
+                                               None if raw is None else raw[:0])
+                # the first rows, which this step adds, are the ones the kernel was fitted on
+                self._reservoir.rows_since_fit = -init_size
         else:
             self._check_frozen_params()
             x = self._check_input(X)
             self._check_raw(raw, x.shape[0], first=False)
-        return self._learn(self._kernel_spec.prepare(x), raw, weights)
+        report = self._learn(self._kernel_spec.prepare(x), raw, weights)
+        if not self._kernel_spec.kind.fitted:
+            return report
+        return self._follow_stream(report, x, raw)
+
+    def _follow_stream(self, report: StepReport, x: np.ndarray, raw: RawRows | None
+                       ) -> StepReport:
+        """Add the batch to the graph kernel's reservoir and refit the kernel when
+        :func:`~streamkm.cluster._kernel_refresh.refresh_reason` says so."""
+        reservoir = self.__dict__.get("_reservoir")
+        if reservoir is None:  # a model fitted by fit(X) starts its reservoir streaming
+            reservoir = self._reservoir = RowReservoir(
+                RESERVOIR_ROWS, x[:0], None if raw is None else raw[:0])
+        skipped = x.shape[0] - min(x.shape[0], RESERVOIR_ROWS)
+        reservoir.add(x[skipped:], None if raw is None else raw[skipped:])
+        reservoir.rows_since_fit += skipped
+        reason = refresh_reason(reservoir, list(report.events))
+        if reason is None:
+            return report
+        events = self._refresh_kernel(reason)
+        return dataclasses.replace(report, events=report.events + tuple(events))
+
+    def _refresh_kernel(self, reason: str, new_rows: np.ndarray | None = None
+                        ) -> list[dict[str, Any]]:
+        """Refit the graph kernel on the reservoir and move the centers and the drift
+        windows into its feature space, where drift handling reviews every cluster once;
+        the ``kernel_refreshed`` event and the splits it led to."""
+        reservoir = self._reservoir
+        old_kernel = self._kernel_spec
+        old_centers = ExplicitCenters(self._centers.centers.copy())
+        event: dict[str, Any] = {"event": "kernel_refreshed", "step": int(self.n_steps_),
+                                 "reason": reason, "kernel": old_kernel.name,
+                                 "n_rows": int(reservoir.rows.shape[0])}
+        reservoir.rows_since_fit = 0
+        try:
+            outcome = refresh_kernel(old_kernel, self._centers, reservoir.rows, new_rows)
+        except NoLevelSetError as exc:
+            if new_rows is not None:
+                raise
+            return [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
+        self._centers.reproject(outcome.centers)
+        self._kernel_spec = outcome.kernel
+        if new_rows is not None:
+            reservoir.rows = np.ascontiguousarray(new_rows, dtype=self._dtype)
+        reservoir.n_refreshes += 1
+        events = [{**event, "n_features": int(outcome.centers.shape[1])}]
+        drift = self.__dict__.get("_drift")
+        if drift is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                drift.follow_kernel(outcome.labels, outcome.old_features, outcome.new_features,
+                                    reservoir.raw, old_centers, old_kernel, self._centers,
+                                    outcome.kernel)
+            if reason != "drift":  # a drift refresh follows a split or merge already
+                splits, self.counts_ = drift.review(int(self.n_steps_), self._centers,
+                                                    self.counts_, outcome.kernel)
+                events += splits
+        return events
 
     def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
                ) -> StepReport:
@@ -580,15 +646,13 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         monitor stay. Later batches must be sketched with the same ``transform``.
         """
         self._check_fitted()
-        if self._kernel_spec.kind.fitted:
-            raise ParameterError(
-                f"kernel {self.kernel!r} is fitted on landmark rows in the old feature space: "
-                "it cannot be re-sketched"
-            )
         if self._centers.raw is None:
             raise NotFittedError(
                 "resketch needs the raw rows: start the model with step(X, raw=...)"
             )
+        if self._kernel_spec.kind.fitted:
+            self._resketch_graph(transform)
+            return
         rows = check_array(transform(self._centers.raw), name="transform(raw)")
         rows = rows.astype(self._dtype, copy=False)
         drift = self.__dict__.get("_drift")
@@ -600,6 +664,20 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         if drift is not None:
             drift.reproject(transform, self.n_features_in_, self._centers, self._kernel_spec,
                             spreads_before)
+
+    def _resketch_graph(self, transform: Callable[[RawRows], np.ndarray]) -> None:
+        """A graph kernel follows a new sketch: refit on the reservoir's raw rows in it."""
+        reservoir = self.__dict__.get("_reservoir")
+        if reservoir is None or reservoir.raw is None or reservoir.rows.shape[0] < 2:
+            raise NotFittedError(
+                f"kernel {self._kernel_spec.name!r} is refitted on recent raw rows at a "
+                "re-sketch: step the model with raw=... first"
+            )
+        rows = check_array(transform(reservoir.raw), name="transform(raw)")
+        rows = rows.astype(self._dtype, copy=False)
+        self._refresh_kernel("resketch", rows)
+        self.n_features_in_ = int(rows.shape[1])
+        self.__dict__.pop("feature_names_in_", None)
 
     # ------------------------------------------------------------------ inference
     def _check_input(self, X: Any) -> np.ndarray:
@@ -749,6 +827,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         if drift is not None:
             drift_arrays, meta["drift"] = drift.to_state()
             arrays.update(drift_arrays)
+        reservoir = self.__dict__.get("_reservoir")
+        if reservoir is not None:
+            reservoir_arrays, meta["kernel_reservoir"] = reservoir.to_state()
+            arrays.update(reservoir_arrays)
         return {name: np.array(value, copy=True) for name, value in arrays.items()}, meta
 
     @classmethod
@@ -799,6 +881,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
                 from streamkm.drift.controller import DriftController
 
                 model._drift = DriftController.from_state(arrays, meta["drift"], model._dtype)
+            if meta.get("kernel_reservoir") is not None:
+                model._reservoir = RowReservoir.from_state(arrays, meta["kernel_reservoir"],
+                                                           model._dtype)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StateError):
                 raise

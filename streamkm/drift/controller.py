@@ -50,6 +50,12 @@ __all__ = ["DriftController", "SplitProposal"]
 
 _PREFIX = "drift_"
 
+#: Smallest SSE reduction of a split in a graph kernel's feature space. There a connected
+#: cluster's leading coordinate is a cosine of the position along it (arcsine distributed),
+#: whose best bisection already removes 8 / pi^2 = 0.81 of its SSE, while a cluster whose
+#: rows fall into two pieces of the graph removes nearly all of it: the threshold is halfway.
+GRAPH_MIN_SSE_REDUCTION = (1.0 + 8.0 / np.pi**2) / 2.0
+
 
 @dataclass(frozen=True)
 class SplitProposal:
@@ -190,10 +196,38 @@ class DriftController:
                                random_state=self.rng)
         side = result.labels
         smaller = min(int(side.sum()), n - int(side.sum()))
-        accepted = (result.sse_reduction >= self.policy.min_sse_reduction
+        accepted = (result.sse_reduction >= self.split_threshold(kernel)
                     and smaller >= self.policy.min_side_fraction * n and smaller > 0)
         return SplitProposal(position=j, side=side, sse_reduction=float(result.sse_reduction),
                              accepted=bool(accepted), n_pairs=result.n_pairs_tried)
+
+    def split_threshold(self, kernel: KernelSpec) -> float:
+        """The SSE reduction a split must reach: ``min_sse_reduction``, at least
+        ``GRAPH_MIN_SSE_REDUCTION`` for a graph (fitted) kernel."""
+        if kernel.kind.fitted:
+            return max(float(self.policy.min_sse_reduction), GRAPH_MIN_SSE_REDUCTION)
+        return float(self.policy.min_sse_reduction)
+
+    def review(self, step: int, centers: Any, counts: np.ndarray, kernel: KernelSpec
+               ) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """Bisect every cluster's window once (a new feature space may show that one holds
+        two groups) and apply the best accepted split(s), at most ``max_splits_per_step``;
+        then merge down to ``k_max``. Returns (events, new counts)."""
+        proposals = [p for p in (self.propose_split(j, kernel)
+                                 for j in range(centers.n_clusters)) if p is not None]
+        accepted = sorted((p for p in proposals if p.accepted),
+                          key=lambda p: -p.sse_reduction)[:self.policy.max_splits_per_step]
+        events: list[dict[str, Any]] = []
+        # splits append new clusters at the end, so positions of the others stay valid
+        for proposal in accepted:
+            event, counts = self._split(proposal, step, centers, counts)
+            events.append({**event, "cause": "kernel_refreshed"})
+        while centers.n_clusters > self.k_max:
+            choice = smallest_ward_pair(centers.center_inner_products(), self._sizes())
+            event, counts = self._merge(choice, step, centers, counts, reason="k_max")
+            events.append(event)
+        self.active = self.active or bool(events)
+        return events, counts
 
     def _split(self, proposal: SplitProposal, step: int, centers: Any, counts: np.ndarray
                ) -> tuple[dict[str, Any], np.ndarray]:
@@ -269,6 +303,19 @@ class DriftController:
         self.recent.reproject(transform, n_features)
         ratio = self.window_spreads(centers, kernel) / spreads_before
         self.monitor.rescale(ratio)
+
+    def follow_kernel(self, labels: np.ndarray, old_rows: np.ndarray, new_rows: np.ndarray,
+                      raw: RawRows | None, old_centers: Any, old_kernel: KernelSpec,
+                      new_centers: Any, new_kernel: KernelSpec) -> None:
+        """Follow a refitted kernel: refill the windows with the estimator's recent rows
+        (``labels``: their clusters; ``old_rows`` / ``new_rows``: prepared by the old / new
+        kernel) and rescale every cluster's spread statistics by how much the new feature
+        space changed its window's spread (a cluster whose ratio is unknown restarts its
+        warm-up)."""
+        self.recent.rebuild(labels, old_rows, raw)
+        before = self.window_spreads(old_centers, old_kernel)
+        self.recent.rebuild(labels, new_rows, raw)
+        self.monitor.rescale(self.window_spreads(new_centers, new_kernel) / before)
 
     # ------------------------------------------------------------------ state
 

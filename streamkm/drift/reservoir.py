@@ -117,6 +117,16 @@ class RecentRows:
         self.rows = [self._empty() for _ in self.rows]
         self.raw = [None] * len(self.rows)
 
+    def rebuild(self, labels: np.ndarray, rows: np.ndarray, raw: RawRows | None) -> None:
+        """Replace every window by the newest ``capacity`` of ``rows`` (oldest first) whose
+        ``labels`` is its cluster (a new feature space: the windows are refilled from the
+        estimator's reservoir of recent rows)."""
+        self.n_features = int(rows.shape[1])
+        for j in range(self.n_clusters):
+            idx = np.flatnonzero(labels == j)[-self.capacity:]
+            self.rows[j] = np.ascontiguousarray(rows[idx], dtype=self.dtype)
+            self.raw[j] = raw[idx] if self.keeps_raw and raw is not None and idx.size else None
+
     def reproject(self, transform: Callable[[RawRows], np.ndarray], n_features: int) -> None:
         """Replace every window's rows by ``transform`` of its raw rows (a new sketch)."""
         self.n_features = int(n_features)

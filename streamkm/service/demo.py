@@ -60,6 +60,21 @@ class DriftingStream:
 
     def points(self, start: int, count: int) -> np.ndarray:
         """Rows ``start .. start + count - 1`` of the stream, shape (count, 2)."""
+        return self._draw(start, count)[0]
+
+    def shapes(self, start: int, count: int, *, apart: float = 0.75) -> np.ndarray:
+        """The shape each of those rows was drawn from (int64): 0 and 1 the two moons,
+        2 the ring, 3 the blob, and 4 its second half once the halves' centers are at
+        least 2 * ``apart`` apart (the blob has split)."""
+        _, group, side, spread = self._draw(start, count)
+        out = group.copy()
+        blob = np.flatnonzero(group == 3)
+        out[blob[(side > 0) & (spread >= apart)]] = 4
+        return out
+
+    def _draw(self, start: int, count: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Points, shape group, blob side (-1 / 1, blob rows) and blob spread (blob rows)."""
         n = np.arange(start, start + count)
         rng = np.random.default_rng([self.seed, start])
         group = rng.integers(0, 4, size=count)
@@ -83,7 +98,7 @@ class DriftingStream:
         side = np.where(rng.random(count)[blob] < 0.5, -1.0, 1.0)
         out[blob] = np.c_[np.full(blob.sum(), 6.0), side * spread] + rng.normal(
             0.0, 0.25, size=(blob.sum(), 2))
-        return out + noise
+        return out + noise, group, side, spread
 
     def lines(self, start: int, count: int) -> bytes:
         """JSON lines for rows ``start .. start + count - 1`` (some malformed on purpose)."""

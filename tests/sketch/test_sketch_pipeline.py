@@ -138,8 +138,9 @@ def test_drift_resketches_only_data_dependent_sketches(blobs) -> None:
 def test_fit_and_mixed_input_kinds(blobs) -> None:
     X, labels = blobs
     p = SketchedKernelKMeans(ApproxSVD(K, random_state=0),
-                             MiniBatchKernelKMeans(K, batch_size=256, max_iter=20, tau=40,
-                                                   random_state=0), random_state=3)
+                             MiniBatchKernelKMeans(K, gamma="median", batch_size=256,
+                                                   max_iter=20, tau=40, random_state=0),
+                             random_state=3)
     p.fit(sp.csr_matrix(X))
     assert p.raw_sparse_
     assert adjusted_rand_score(labels, p.predict(X)) > 0.95  # dense rows are accepted too

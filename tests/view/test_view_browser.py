@@ -1,6 +1,8 @@
 """The live cluster view of a running ``streamkm demo``, opened in a real browser (Debian's
 headless chromium): the rendered page shows one point per sampled record, one colour per
-cluster and the demo's split in its event list; ``/api/clusters`` matches the model."""
+cluster and the demo's split in its event list; ``/api/clusters`` matches the model, and its
+sampled records are clustered as the generator's shapes (moons, ring, blob, and the blob's
+two halves once it has split)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy.spatial import cKDTree
+from sklearn.metrics import adjusted_rand_score
 
+from streamkm.service.demo import DriftingStream
 from tests.helpers.processes import free_port, kill, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
@@ -44,15 +50,58 @@ def _chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=120)
 
 
+#: records after which the demo's model counts as warmed up (two refits of its kernel)
+WARM_RECORDS = 8192
+#: the sampled records are clustered like the generator's shapes at least this well
+MIN_ARI = 0.95
+
+
+def _sample_shapes(doc: dict[str, Any], stream_file: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Record index and generator shape of each point of the page's sample (-1 where the
+    point matches no recent record: the written stream is re-generated and looked up)."""
+    written = stream_file.read_bytes().count(b"\n")
+    start = max(0, written - 100_000)
+    stream = DriftingStream(seed=0)
+    points = stream.points(start, written - start)
+    written_points = np.round(points.astype(np.float32).astype(np.float64), 5)
+    page = np.c_[doc["points"]["x"], doc["points"]["y"]]
+    dist, index = cKDTree(written_points).query(page)
+    found = dist < 2e-5
+    records = np.where(found, index + start, -1)
+    shapes = np.where(found, stream.shapes(start, written - start)[index], -1)
+    return records, shapes
+
+
 def test_demo_page_shows_points_clusters_and_the_split(tmp_path: Path) -> None:
     port = free_port()
     out = tmp_path / "demo.out"
+    stream_file = tmp_path / "state" / "stream.jsonl"
     with open(out, "wb") as stdout:
         demo = subprocess.Popen(
             [sys.executable, "-m", "streamkm", "demo", "--state-dir", str(tmp_path / "state"),
-             "--rate", "8000", "--metrics-port", str(port), "--duration", "120"],
+             "--rate", "4000", "--metrics-port", str(port), "--duration", "150"],
             stdout=stdout, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
+    stream = DriftingStream(seed=0)
+    scores: dict[str, float] = {}
+
+    def sample_scored(name: str, first: int, last: float) -> bool:
+        """The page's sample holds only records in [first, last): score it."""
+        doc = _get(base + "/api/clusters")
+        if not doc["points"]["x"]:
+            return False
+        records, shapes = _sample_shapes(doc, stream_file)
+        if (records < 0).mean() > 0.01:
+            return False
+        known = records >= 0
+        if records[known].min() >= last:
+            pytest.fail(f"the sample passed records {first}..{last} before it was scored")
+        if records[known].min() < first or records[known].max() >= last:
+            return False
+        scores[name] = adjusted_rand_score(shapes[known],
+                                           np.asarray(doc["points"]["cluster"])[known])
+        return True
+
     try:
         wait_until(lambda: out.read_text().startswith("streamkm demo: watch the clusters at"),
                    60, "the demo printing the page's URL", procs=(demo,))
@@ -72,8 +121,17 @@ def test_demo_page_shows_points_clusters_and_the_split(tmp_path: Path) -> None:
             return split is not None and split["into"][1] in (
                 {c["id"] for c in doc["clusters"]} | retired_after(split))
 
+        wait_until(lambda: sample_scored("before", WARM_RECORDS, stream.split_after), 90,
+                   "a sample of warmed-up records from before the blob splits",
+                   procs=(demo,), interval=0.2)
         wait_until(split_shown, 90, "the demo's split and its new cluster in /api/clusters",
                    procs=(demo,), interval=0.5)
+        apart = stream.split_after + stream.period // 4  # the blob's halves are fully apart
+        wait_until(lambda: sample_scored("after", apart, float("inf")), 90,
+                   "a sample of records from after the blob's split", procs=(demo,),
+                   interval=0.5)
+        assert scores["before"] >= MIN_ARI and scores["after"] >= MIN_ARI, scores
+        doc.update(_get(base + "/api/clusters"))
         # the JSON matches the model: sizes sum to the sample, ids are stable cluster ids
         n_points = len(doc["points"]["x"])
         assert sum(c["sample_size"] for c in doc["clusters"]) == n_points > 0

@@ -1,0 +1,113 @@
+"""Graph kernels follow the stream: refits on the recent rows carry the clusters over, keep
+following moving shapes, survive a checkpoint bit for bit and follow a new sketch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from streamkm import MiniBatchKernelKMeans
+from streamkm.cluster._kernel_refresh import RESERVOIR_ROWS, RowReservoir
+
+pytestmark = pytest.mark.unit
+
+BATCH = 512
+
+
+def moving_moons(seed: int, n_batches: int, *, shift_per_batch: float = 0.25
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Two interleaving half-moons (noise 0.08) sliding right by ``shift_per_batch`` a batch."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n_batches):
+        side = rng.integers(0, 2, BATCH)
+        u = rng.uniform(0.0, np.pi, BATCH)
+        upper = np.c_[np.cos(u), np.sin(u)]
+        lower = np.c_[1 - np.cos(u), 0.5 - np.sin(u)]
+        x = np.where(side[:, None] == 0, upper, lower) + rng.normal(0.0, 0.08, (BATCH, 2))
+        out.append((x + [i * shift_per_batch, 0.0], side))
+    return out
+
+
+def test_reservoir_keeps_the_newest_rows_and_counts_the_turnover() -> None:
+    rows = np.arange(20.0).reshape(10, 2)
+    reservoir = RowReservoir(6, rows[:4])
+    reservoir.add(rows[4:], None)
+    np.testing.assert_array_equal(reservoir.rows, rows[4:])
+    assert reservoir.rows_since_fit == 6 and reservoir.turned_over
+    arrays, meta = reservoir.to_state()
+    back = RowReservoir.from_state(arrays, meta, np.float64)
+    np.testing.assert_array_equal(back.rows, reservoir.rows)
+    assert (back.rows_since_fit, back.capacity) == (6, 6)
+
+
+def test_a_graph_kernel_follows_shapes_that_move_away_from_its_first_landmarks() -> None:
+    batches = moving_moons(0, 48, shift_per_batch=0.01)
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0)
+    refreshes = []
+    for x, _ in batches:
+        refreshes += [e for e in model.step(x).events if e["event"] == "kernel_refreshed"]
+    assert len(refreshes) == 47 * BATCH // RESERVOIR_ROWS
+    assert all(e["reason"] == "turnover" and e["n_rows"] == RESERVOIR_ROWS for e in refreshes)
+    x, truth = batches[-1]
+    assert adjusted_rand_score(truth, model.predict(x)) >= 0.95
+    landmarks = model.kernel_.fitted.anchors
+    # fitted on the recent rows only: none from the first batches
+    assert landmarks[:, 0].mean() > batches[0][0][:, 0].mean() + 0.35
+
+
+def test_a_refresh_carries_centers_and_ids_over() -> None:
+    batches = moving_moons(1, RESERVOIR_ROWS // BATCH + 1, shift_per_batch=0.0)
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0, drift=True)
+    for x, _ in batches[:-1]:
+        model.step(x)
+    x = batches[-1][0]
+    before = model.predict(x)
+    report = model.step(x)
+    assert [e["event"] for e in report.events][-1:] == ["kernel_refreshed"]
+    assert model.cluster_ids_.tolist() == [0, 1]
+    # the same rows, clustered the same way in the new feature space
+    assert adjusted_rand_score(before, model.predict(x)) >= 0.97
+    np.testing.assert_array_equal(np.sort(np.unique(model.predict(x))), [0, 1])
+
+
+def test_state_after_a_refresh_restores_and_steps_bit_identically(tmp_path: Path) -> None:
+    batches = moving_moons(2, 2 * RESERVOIR_ROWS // BATCH + 4)
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0, drift=True)
+    half = RESERVOIR_ROWS // BATCH + 2
+    for x, _ in batches[:half]:
+        model.step(x)
+    assert model._reservoir.n_refreshes >= 1
+    model.save(tmp_path / "model.npz")
+    restored = MiniBatchKernelKMeans.load(tmp_path / "model.npz")
+    kinds = []
+    for x, _ in batches[half:]:
+        a, b = model.step(x), restored.step(x)
+        np.testing.assert_array_equal(a.labels, b.labels)
+        np.testing.assert_array_equal(a.sq_distances, b.sq_distances)
+        assert a.events == b.events
+        kinds += [e["event"] for e in a.events]
+    assert "kernel_refreshed" in kinds  # a refresh after the restore, the same on both
+    arrays_a, meta_a = model.get_state()
+    arrays_b, meta_b = restored.get_state()
+    assert meta_a == meta_b and arrays_a.keys() == arrays_b.keys()
+    for name in arrays_a:
+        np.testing.assert_array_equal(arrays_a[name], arrays_b[name])
+
+
+def test_a_resketch_refits_the_graph_kernel_on_the_new_features() -> None:
+    rng = np.random.default_rng(3)
+    proj = rng.normal(size=(6, 2))
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0)
+    batches = moving_moons(3, 4, shift_per_batch=0.0)
+    for x, _ in batches:
+        model.step(x, raw=x @ proj.T)
+    x, truth = batches[-1]
+    before = adjusted_rand_score(truth, model.predict(x))
+    assert before >= 0.95
+    model.resketch(lambda raw: np.asarray(raw) @ np.linalg.pinv(proj).T * 3.0)
+    assert model.kernel_.fitted.anchors[:, 0].max() > 2.5  # landmarks in the new space
+    assert adjusted_rand_score(truth, model.predict(x * 3.0)) >= before - 0.05
