@@ -84,8 +84,9 @@ def d2_sampling(
             continue
         targets = rng.random() if n_local_trials == 1 else rng.random(n_local_trials)
         candidates = np.atleast_1d(np.searchsorted(cumulative, targets * total, side="right"))
-        # a target rounded up to the total lands past the end: the last point of weight > 0
-        candidates = np.minimum(candidates, int(np.flatnonzero(weights)[-1]))
+        if candidates.max() >= n_samples:
+            # a target rounded up to the total lands past the end: the last point of weight > 0
+            candidates = np.minimum(candidates, int(np.flatnonzero(weights)[-1]))
         dist = np.asarray(sq_dist_to(candidates.astype(np.int64)), dtype=np.float64)
         if n_local_trials == 1:
             best = 0
