@@ -221,7 +221,8 @@ class WarningsHook(TickingHook):
     def tick(self, runtime: Runtime, now: float) -> None:
         self.check_no_files(now)
         self.check_no_accepted(now)
-        self.check_unreadable(runtime.parts)
+        if runtime is not None:
+            self.check_unreadable(runtime.parts)
 
     # ------------------------------------------------------------------ checks
 
