@@ -36,14 +36,13 @@ from streamkm.runtime.learner import RuntimeHook
 from streamkm.runtime.pauses import PauseClock
 from streamkm.runtime.watchdog import SystemdWatchdog
 from streamkm.service.config import ServiceConfig
-from streamkm.service.warnings_monitor import unreadable_inputs
 from streamkm.sources import ReportsReadiness
 
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime
 
-__all__ = ["HealthChecks", "Check", "stall_after_s", "install_health", "HEALTHZ_PATH",
-           "READYZ_PATH"]
+__all__ = ["HealthChecks", "Check", "stall_after_s", "install_health", "unreadable_inputs",
+           "HEALTHZ_PATH", "READYZ_PATH"]
 
 _log = logging.getLogger("streamkm.service")
 
@@ -74,6 +73,16 @@ def stall_after_s(config: ServiceConfig) -> float:
     if max_poll_ms is not None:
         candidates.append(float(max_poll_ms) / 1000.0)
     return max(candidates)
+
+
+def unreadable_inputs(parts: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[{"path", "errno", "error"}]``: the inputs the partitions found but cannot read
+    (partitions that report it: :attr:`FileTailPartition.unreadable`), sorted by path."""
+    found: dict[str, dict[str, Any]] = {}
+    for part in list(parts.values()):
+        for path, problem in dict(getattr(part, "unreadable", None) or {}).items():
+            found[path] = {"path": path, **problem}
+    return [found[path] for path in sorted(found)]
 
 
 class HealthChecks:

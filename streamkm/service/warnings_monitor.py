@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from streamkm.logs import log_event
+from streamkm.runtime.health import unreadable_inputs
 from streamkm.runtime.ticker import TickingHook
 from streamkm.service.config import SourceConfig, WarningsConfig
 
@@ -40,8 +41,7 @@ if TYPE_CHECKING:
     from streamkm.service.batcher import Batch
 
 __all__ = ["SOURCE_NO_FILES", "REJECT_RATIO_HIGH", "NO_ACCEPTED_RECORDS", "SOURCE_UNREADABLE",
-           "WARNINGS", "WarningSwitch", "RejectWindow", "NoFilesWatch", "WarningsHook",
-           "unreadable_inputs"]
+           "WARNINGS", "WarningSwitch", "RejectWindow", "NoFilesWatch", "WarningsHook"]
 
 _log = logging.getLogger("streamkm.service")
 
@@ -165,16 +165,6 @@ class NoFilesWatch:
             else:
                 self._unmatched_since.setdefault(pattern, now)
         return {p: now - since for p, since in self._unmatched_since.items()}
-
-
-def unreadable_inputs(parts: dict[str, Any]) -> list[dict[str, Any]]:
-    """``[{"path", "errno", "error"}]``: the inputs the partitions found but cannot read
-    (partitions that report it: :attr:`FileTailPartition.unreadable`), sorted by path."""
-    found: dict[str, dict[str, Any]] = {}
-    for part in list(parts.values()):
-        for path, problem in dict(getattr(part, "unreadable", None) or {}).items():
-            found[path] = {"path": path, **problem}
-    return [found[path] for path in sorted(found)]
 
 
 class WarningsHook(TickingHook):
