@@ -9,7 +9,7 @@ to its lengths, every partition resumes from its position and a fresh model is t
 there. Each input record is then assigned exactly once across the outputs (no duplicates,
 nothing clustered again); the cluster numbers after the resume come from the new model.
 
-The file::
+The file (one JSON line)::
 
     {"format": "streamkm-resume-point", "format_version": 1, "sha256": "<hex>",
      "state": {"sequence": 12, "created_unix": ..., "positions": {...},
@@ -71,7 +71,7 @@ def write_resume_point(path: str | os.PathLike[str], *, sequence: int, created_u
             "state": state}
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(target, json.dumps(body, allow_nan=False).encode())
+    write_bytes_atomic(target, json.dumps(body, allow_nan=False).encode() + b"\n")
 
 
 def read_resume_point(path: str | os.PathLike[str]) -> Checkpoint:
