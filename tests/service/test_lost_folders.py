@@ -66,39 +66,50 @@ def test_deleted_checkpoint_and_output_folders_are_recreated(tmp_path: Path) -> 
     assert _ids(assignments) == Counter(f"r{i}" for i in range(1300))
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize("how", ["sigterm-then-lost", "sigkill-then-lost",
+                                 "lost-while-running-then-sigkill"])
 def test_resume_after_lost_checkpoint_folder_assigns_each_record_once(
-        tmp_path: Path, stop: signal.Signals) -> None:
-    """SIGTERM (final checkpoint) or kill -9 (outputs past the last checkpoint), then the
-    checkpoint folder is lost: ``resume`` truncates the outputs to the resume point and
-    reads on from its positions."""
+        tmp_path: Path, how: str) -> None:
+    """The checkpoint folder lost after a SIGTERM (final checkpoint), after a kill -9
+    (outputs past the last checkpoint), or under the running service followed by a kill -9
+    before any checkpoint recreated it: ``resume`` truncates the outputs to the resume point
+    and reads on from its positions. 700 records: a checkpoint after 500 (every 5 batches of
+    100), then the service idles with 200 assignments past it."""
     data = tmp_path / "in.jsonl"
-    write_jsonl(data, blob_rows(1000))
+    write_jsonl(data, blob_rows(700))
     config = service_config(tmp_path, data, extra="[status]\ninterval_s = 0\n")
     ck, assignments = tmp_path / "ck", tmp_path / "out" / "assignments.jsonl"
     service = RunningService(config)
     try:
-        service.wait_until(lambda: count_lines(assignments) >= 600)
-        service.proc.send_signal(stop)
+        service.wait_until(lambda: count_lines(assignments) >= 700)
+        if how == "lost-while-running-then-sigkill":
+            shutil.rmtree(ck)
+        service.proc.send_signal(signal.SIGTERM if how == "sigterm-then-lost"
+                                 else signal.SIGKILL)
         service.proc.wait(timeout=60)
     finally:
         service.stop()
-    shutil.rmtree(ck)
+    if how != "lost-while-running-then-sigkill":
+        shutil.rmtree(ck)
+    assert not ck.exists()
     refused = cli("run", "-c", str(config))
     assert refused.returncode == 2
     assert "--on-existing-output=resume" in refused.stderr
-    write_jsonl(data, blob_rows(500, seed=1, start=1000), append=True)
+    write_jsonl(data, blob_rows(500, seed=1, start=700), append=True)
     resumed = RunningService(config, "--on-existing-output=resume")
     try:
-        resumed.wait_until(lambda: len(_ids(assignments)) >= 1500)
+        resumed.wait_until(lambda: len(_ids(assignments)) >= 1200)
     finally:
         assert resumed.stop() == 0, resumed.stderr()
-    assert _ids(assignments) == Counter(f"r{i}" for i in range(1500))
+    assert _ids(assignments) == Counter(f"r{i}" for i in range(1200))
     (event,) = _events_named(resumed, "resumed_from_outputs")
     assert event["path"] == str(assignments) + ".resume.json"
     assert any(e.get("reason") == "resumed" for e in _events_named(resumed, "checkpoint_written"))
-    if stop == signal.SIGKILL:
-        assert _events_named(resumed, "sink_truncated")
+    truncated = _events_named(resumed, "sink_truncated")
+    if how == "sigterm-then-lost":
+        assert not truncated
+    else:  # the 200 assignments past the checkpoint were taken back and made again
+        assert any(e["path"] == str(assignments) for e in truncated)
 
 
 def test_resume_without_a_resume_point_names_it(tmp_path: Path) -> None:
