@@ -4,11 +4,17 @@ Each sink appends one JSON object per line to a file and counts the bytes it wro
 position is that byte count; :meth:`JsonLinesFileSink.restore` truncates the file back to a
 checkpointed length, which makes file sinks exactly-once together with the service's
 checkpoints.
+
+A file deleted while the sink writes it (``rm -rf`` of its folder) keeps receiving the
+entries through the open descriptor; :meth:`JsonLinesFileSink.sync` (every checkpoint) then
+creates the folder and the file again with everything written so far, and logs
+``output_recreated``: nothing written is lost and the checkpoint records the new file.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import logging
 import os
@@ -51,7 +57,7 @@ class JsonLinesFileSink:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT
                                        | os.O_CLOEXEC, 0o644)
         if created:
             fsync_dir(self.path.parent)
@@ -101,10 +107,43 @@ class JsonLinesFileSink:
         self._pending.clear()
 
     def sync(self) -> dict[str, Any]:
-        """Flush and fsync; return the position."""
+        """Flush and fsync (recreating the file first if it was deleted); return the
+        position."""
         self.flush()
+        self._recreate_if_deleted()
         os.fsync(self.fd)
         return self.position()
+
+    def _recreate_if_deleted(self) -> None:
+        """If nothing is at :attr:`path` any more, write the open (deleted) file's content
+        to a new file there (temp file, fsync, rename) and append to that one from now on.
+
+        Raises
+        ------
+        OSError
+            The folder or the file cannot be created; the sink keeps its deleted file and
+            the next call tries again.
+        """
+        fd = self.fd
+        if os.path.lexists(self.path):
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.recreate-{os.getpid()}")
+        new = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            _copy_prefix(fd, new, self._disk)
+            os.fsync(new)
+            os.rename(tmp, self.path)
+        except BaseException:
+            os.close(new)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        os.close(new)
+        fsync_dir(self.path.parent)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        os.close(fd)
+        log_event(_log, "warning", "output_recreated", path=str(self.path), bytes=self._disk)
 
     def rollback(self, position: dict[str, Any]) -> None:
         """Drop every entry after ``position`` (an earlier :meth:`position` of this run):
@@ -158,6 +197,20 @@ class JsonLinesFileSink:
     def write_entry(self, entry: dict[str, Any]) -> None:
         """Append one JSON object as a line (non-finite floats as ``null``)."""
         self._write(encode(entry) + b"\n")
+
+
+def _copy_prefix(src: int, dst: int, length: int, chunk: int = 1 << 20) -> None:
+    """Write the first ``length`` bytes of file ``src`` to file ``dst``."""
+    offset = 0
+    while offset < length:
+        data = os.pread(src, min(chunk, length - offset), offset)
+        if not data:
+            raise OSError(errno.EIO, f"file shorter than {length} bytes while copying it")
+        with memoryview(data) as view:
+            done = 0
+            while done < len(view):
+                done += os.write(dst, view[done:])
+        offset += len(data)
 
 
 class AssignmentFileSink(JsonLinesFileSink):

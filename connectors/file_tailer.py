@@ -22,6 +22,14 @@ newest one:
   ``max_record_bytes + read_chunk_bytes``) and handed out as one record with
   ``error="oversized"``, its first KiB as value and ``position["length"]``.
 
+An input that exists but cannot be read is reported, not skipped silently:
+:attr:`FileTailPartition.unreadable` maps each such path to its errno and error, from the
+latest scan: a literal path that is a directory (``EISDIR``) or another non-regular file
+(FIFO, socket, device), a broken symlink (``ENOENT``), a file the process may not open
+(``EACCES``). Directories and special files a wildcard matches are not inputs and are not
+reported. The entry goes once the path can be read. (The service turns it into the
+``source_unreadable`` warning and a ``/readyz`` failure.)
+
 The snapshot holds, per known file, its identity, last path and the offset just after the
 last record handed out, plus which file is current. Files that no longer exist (neither
 matched by the pattern nor at their last path) are forgotten, so the snapshot stays small.
@@ -32,6 +40,7 @@ folder of its last path).
 
 from __future__ import annotations
 
+import errno
 import glob
 import logging
 import os
@@ -159,6 +168,24 @@ class FileTailSource:
         return FileTailPartition(self, part_key, resume_state)
 
 
+def _os_error(exc: OSError) -> dict[str, str | None]:
+    """``{"errno", "error"}`` of a refused ``stat`` or ``open``."""
+    name = errno.errorcode.get(exc.errno or 0)
+    return {"errno": name, "error": exc.strerror or str(exc)}
+
+
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                  (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _not_regular(mode: int) -> dict[str, str | None]:
+    """``{"errno", "error"}`` of a path that is not a regular file."""
+    if stat.S_ISDIR(mode):
+        return {"errno": "EISDIR", "error": os.strerror(errno.EISDIR)}
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "not a regular file")
+    return {"errno": None, "error": f"{kind}, not a regular file"}
+
+
 def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -180,6 +207,9 @@ class FileTailPartition:
         self._last_growth = time.monotonic()  # when the current file last grew
         self._last_scan = float("-inf")
         self._matches: list[_Match] = []
+        #: Paths matched in the latest scan that cannot be read: ``{path: {"errno",
+        #: "error"}}`` (``errno`` is the symbolic name, ``None`` for a special file).
+        self.unreadable: dict[str, dict[str, str | None]] = {}
         self._closed = False
         if resume_state is None:
             # Scan now, so that a snapshot taken before the first read already holds the
@@ -268,13 +298,18 @@ class FileTailPartition:
     def _scan(self) -> None:
         """Stat the files the pattern matches now; register new ones; forget vanished ones."""
         matches: list[_Match] = []
+        unreadable: dict[str, dict[str, str | None]] = {}
+        literal = not glob.has_magic(self.pattern)
         for path in sorted(glob.glob(self.pattern)):
             try:
                 st = os.stat(path)
-            except OSError:
+            except OSError as exc:  # a broken symlink, a loop
+                unreadable[path] = _os_error(exc)
                 continue
             if stat.S_ISREG(st.st_mode):
                 matches.append(_Match(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+            elif literal:
+                unreadable[path] = _not_regular(st.st_mode)
         matches.sort(key=lambda m: (m.mtime_ns, m.path))
         self._matches = matches
         self._last_scan = time.monotonic()
@@ -290,7 +325,7 @@ class FileTailPartition:
                 known.path = match.path
                 known.seen_size, known.seen_mtime_ns = match.size, match.mtime_ns
                 continue
-            tracked = self._identify(match, known, at_end)
+            tracked = self._identify(match, known, at_end, unreadable)
             if tracked is not None:
                 tracked.seen_size, tracked.seen_mtime_ns = match.size, match.mtime_ns
                 self._files[match.key] = tracked
@@ -304,15 +339,20 @@ class FileTailPartition:
                 still_there = False
             if not still_there:
                 del self._files[key]
+        self.unreadable = unreadable  # replaced whole: other threads read it
 
-    def _identify(self, match: _Match, known: TrackedFile | None,
-                  at_end: bool) -> TrackedFile | None:
+    def _identify(self, match: _Match, known: TrackedFile | None, at_end: bool,
+                  unreadable: dict[str, dict[str, str | None]]) -> TrackedFile | None:
         """Open a matched file briefly: check a known file's content (truncation, inode
-        reuse) or fingerprint a new one. None if it vanished meanwhile."""
+        reuse) or fingerprint a new one. None if it vanished meanwhile or cannot be opened
+        (then noted in ``unreadable``)."""
         fpb = self._source.fingerprint_bytes
         try:
             fd = os.open(match.path, os.O_RDONLY)
-        except OSError:
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            unreadable[match.path] = _os_error(exc)
             return None
         try:
             st = os.fstat(fd)

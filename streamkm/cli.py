@@ -207,8 +207,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                   files=[str(p) for p in kept])
     from streamkm.service.runtime import Service
 
-    return _run_service(Service(config, reset_model=args.reset_model),
-                        status_line=status_line)
+    resume = bool(kept) and args.on_existing_output == "resume"
+    return _run_service(Service(config, reset_model=args.reset_model,
+                                resume_from_outputs=resume), status_line=status_line)
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:
@@ -237,7 +238,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         names = ", ".join(repr(str(p)) for p in outputs)
         sys.stderr.write(f"streamkm: warning: no checkpoint but non-empty output files "
                          f"{names}: `streamkm run` refuses unless --on-existing-output="
-                         f"truncate or append\n")
+                         f"resume, truncate or append\n")
     for finding in findings:
         sys.stderr.write(f"streamkm: {finding}\n")
     errors = sum(f.severity == "error" for f in findings)
@@ -397,10 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="start a fresh model over the latest checkpoint: keep its input "
                           "positions and outputs, discard its model (after a change of a "
                           "model-defining setting)")
-    run.add_argument("--on-existing-output", choices=["fail", "truncate", "append"],
+    run.add_argument("--on-existing-output", choices=["fail", "truncate", "append", "resume"],
                      default="fail",
-                     help="without a checkpoint, what to do with non-empty output files "
-                          "(default: %(default)s)")
+                     help="without a checkpoint, what to do with non-empty output files: "
+                          "refuse, empty them, write after them, or resume after the last "
+                          "checkpoint's outputs with a fresh model (default: %(default)s)")
     run.add_argument("--status", action=argparse.BooleanOptionalAction, default=None,
                      help="rewrite a one-line status (records/s, counts, objective, clusters, "
                           "step) on stderr once a second (default: on when stderr is a "

@@ -9,7 +9,7 @@ same check feeds the unit's watchdog, :mod:`streamkm.runtime.watchdog`).
 
 ``/readyz`` (readiness) answers 200 when every registered check passes: ``runtime``
 (started, not stopping), ``model`` (loaded or restored; in scale-out mode: a model version
-adopted), ``source`` (partitions open; a source with
+adopted), ``source`` (partitions open, every input they found readable; a source with
 :class:`~streamkm.sources.ReportsReadiness` must say it is ready, e.g. a Kafka consumer
 connected and in its group) and ``checkpoint`` (the last checkpoint attempt succeeded).
 Features add checks with :meth:`HealthChecks.register`. A 503 here means "not doing its
@@ -23,14 +23,17 @@ Both bodies are JSON::
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamkm.logs import log_event
 from streamkm.runtime.http import HttpRequest, HttpResponse, HttpRouter, json_response
 from streamkm.runtime.learner import RuntimeHook
+from streamkm.runtime.pauses import PauseClock
 from streamkm.runtime.watchdog import SystemdWatchdog
 from streamkm.service.config import ServiceConfig
 from streamkm.sources import ReportsReadiness
@@ -38,8 +41,10 @@ from streamkm.sources import ReportsReadiness
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime
 
-__all__ = ["HealthChecks", "Check", "stall_after_s", "install_health", "HEALTHZ_PATH",
-           "READYZ_PATH"]
+__all__ = ["HealthChecks", "Check", "stall_after_s", "install_health", "unreadable_inputs",
+           "HEALTHZ_PATH", "READYZ_PATH"]
+
+_log = logging.getLogger("streamkm.service")
 
 HEALTHZ_PATH = "/healthz"
 READYZ_PATH = "/readyz"
@@ -70,6 +75,16 @@ def stall_after_s(config: ServiceConfig) -> float:
     return max(candidates)
 
 
+def unreadable_inputs(parts: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[{"path", "errno", "error"}]``: the inputs the partitions found but cannot read
+    (partitions that report it: :attr:`FileTailPartition.unreadable`), sorted by path."""
+    found: dict[str, dict[str, Any]] = {}
+    for part in list(parts.values()):
+        for path, problem in dict(getattr(part, "unreadable", None) or {}).items():
+            found[path] = {"path": path, **problem}
+    return [found[path] for path in sorted(found)]
+
+
 class HealthChecks:
     """The liveness clock and the named readiness checks of one runtime.
 
@@ -93,20 +108,42 @@ class HealthChecks:
         The systemd watchdog fed by :meth:`liveness` (set by :func:`install_health`).
     """
 
-    def __init__(self, stall_after_s: float, *, clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+    def __init__(self, stall_after_s: float, *, clock: Callable[[], float] = time.monotonic,
+                 pauses: PauseClock | None = None,
+                 on_stall: Callable[[float, str], None] | None = None) -> None:
         self.stall_after_s = float(stall_after_s)
         self._clock = clock
+        self.pauses = pauses
+        self._on_stall = on_stall
         self._born = clock()
         self._last_beat = self._born
+        self._paused_at_beat = self._paused()
         self._turning = False  # no beat yet: starting up
         self._checks: dict[str, Check] = {}
         self._lock = threading.Lock()
         self.watchdog: SystemdWatchdog | None = None
 
+    def _paused(self) -> float:
+        return 0.0 if self.pauses is None else self.pauses.paused_total()
+
+    def _loop_age(self, now: float) -> tuple[float, float]:
+        """``(age, paused)``: seconds since the last beat the process was running, and the
+        seconds of that interval it was paused."""
+        age = max(now - self._last_beat, 0.0)
+        paused = min(max(self._paused() - self._paused_at_beat, 0.0), age)
+        return age - paused, paused
+
     def beat(self) -> None:
-        """The loop made progress (called from the loop's thread)."""
-        self._last_beat = self._clock()
+        """The loop made progress (called from the loop's thread); a gap since the previous
+        beat longer than :attr:`stall_after_s` (pauses of the process left out) is reported
+        to ``on_stall`` as ``loop_blocked``."""
+        now = self._clock()
+        if self._turning and self._on_stall is not None:
+            age, _paused = self._loop_age(now)
+            if age > self.stall_after_s:
+                self._on_stall(age, "loop_blocked")
+        self._paused_at_beat = self._paused()
+        self._last_beat = now
         self._turning = True
 
     def register(self, name: str, check: Check) -> None:
@@ -122,13 +159,17 @@ class HealthChecks:
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
         """``(alive, body)``: alive while the last beat is at most :attr:`stall_after_s` old
-        (before the first beat: start-up, :data:`START_ALLOWANCE_FACTOR` times that)."""
+        (before the first beat: start-up, :data:`START_ALLOWANCE_FACTOR` times that), not
+        counting the time the whole process was paused (:attr:`pauses`; then ``paused_s``
+        in the body says how long)."""
         now = self._clock()
-        age = now - self._last_beat
+        age, paused = self._loop_age(now)
         turning = self._turning
         limit = self.stall_after_s * (1.0 if turning else START_ALLOWANCE_FACTOR)
         body: dict[str, Any] = {"loop_age_s": round(age, 3), "stall_after_s": self.stall_after_s,
                                 "uptime_s": round(now - self._born, 3)}
+        if round(paused, 3):
+            body["paused_s"] = round(paused, 3)
         if age <= limit:
             return True, {"status": "ok" if turning else "starting", **body}
         what = "the runtime loop has not turned" if turning else "the start has not finished"
@@ -177,10 +218,14 @@ class _RuntimeState(RuntimeHook):
 
     def on_started(self, runtime: Runtime) -> None:
         self.started = True
+        if runtime.health.pauses is not None:
+            runtime.health.pauses.start()
 
     def on_stopped(self, runtime: Runtime) -> None:
         self.stopped = True
         self.watchdog.stop()
+        if runtime.health.pauses is not None:
+            runtime.health.pauses.stop()
 
     def on_checkpoint(self, runtime: Runtime, reason: str, ok: bool) -> None:
         self.checkpoint = (ok, reason, time.monotonic())
@@ -210,6 +255,11 @@ class _RuntimeState(RuntimeHook):
         parts = sorted(runtime.parts)
         if not parts:
             return False, "no source partition open"
+        unreadable = unreadable_inputs(runtime.parts)
+        if unreadable:
+            return False, "cannot read " + ", ".join(
+                f"{i['path']!r}: {i['errno'] or 'not a file'} ({i['error']})"
+                for i in unreadable)
         return True, f"{len(parts)} partition(s) open, positions known: {', '.join(parts)}"
 
     def check_checkpoint(self) -> tuple[bool, str]:
@@ -228,10 +278,19 @@ class _RuntimeState(RuntimeHook):
 
 
 def install_health(runtime: Runtime) -> HealthChecks:
-    """The health checks of ``runtime``: liveness clock, the default readiness checks
+    """The health checks of ``runtime``: liveness clock (with a :class:`PauseClock` running
+    while the runtime is started; each stall is counted in ``streamkm_loop_stalls_total``,
+    added to the status and logged as ``loop_stalled``), the default readiness checks
     (``runtime``, ``model``, ``source``, ``checkpoint``), the two routes and, under a
     systemd unit with ``WatchdogSec=``, the watchdog pings."""
-    health = HealthChecks(stall_after_s(runtime.config))
+    def stalled(seconds: float, cause: str) -> None:
+        runtime.metrics.loop_stalls.labels(cause=cause).inc()
+        runtime.metrics.loop_stalled_seconds.labels(cause=cause).inc(seconds)
+        runtime.status.count_stall(seconds)
+        log_event(_log, "warning", "loop_stalled", cause=cause, seconds=round(seconds, 3))
+
+    pauses = PauseClock(on_pause=lambda seconds: stalled(seconds, "process_paused"))
+    health = HealthChecks(stall_after_s(runtime.config), pauses=pauses, on_stall=stalled)
     health.watchdog = SystemdWatchdog(health.liveness)
     health.watchdog.start()
     state = _RuntimeState(runtime, health.watchdog)

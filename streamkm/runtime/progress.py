@@ -9,12 +9,14 @@ waits for input (``"activity": "waiting for records"``, ``records_per_s`` 0)::
      "rejected_by_reason": {"wrong_dimension": 60}, "lag": 0, "lag_unit": "bytes",
      "objective": 0.4132, "converged": true, "clusters": 4, "step": 118, "batches": 118,
      "last_checkpoint_age_s": 4.2, "last_checkpoint_step": 100, "warnings": [],
-     "interval_s": 30.0}
+     "stalled_seconds": 0.0, "interval_s": 30.0}
 
 ``lag`` is the sum over the partitions of the unread input (the ``streamkm_source_lag*``
 gauges: bytes for files, records for Kafka, as ``lag_unit`` says). ``last_checkpoint_*`` are
 ``null`` before the first checkpoint; ``warnings`` lists the active warnings
-(:mod:`streamkm.service.warnings_monitor`). On a terminal, ``streamkm run`` also rewrites a one-line
+(:mod:`streamkm.service.warnings_monitor`); ``stalled_seconds`` is how long the loop was
+stalled (the process paused, or the loop blocked past the liveness threshold) since the
+previous status event, 0 normally (:mod:`streamkm.runtime.pauses`). On a terminal, ``streamkm run`` also rewrites a one-line
 status (``--status``, :class:`streamkm.service.demo.StatusLine`).
 """
 
@@ -67,6 +69,7 @@ class ProgressHook(TickingHook):
         self._last_read = 0
         self._checkpoint_time: float | None = None  # unix time
         self._checkpoint_step: int | None = None
+        self._last_stalled = 0.0
 
     def on_started(self, runtime: Runtime) -> None:
         self._last_time, self._last_read = time.monotonic(), runtime.status.records_read
@@ -93,6 +96,8 @@ class ProgressHook(TickingHook):
         age = None if self._checkpoint_time is None else round(
             max(time.time() - self._checkpoint_time, 0.0), 1)
         lag, warnings = lag_and_warnings(runtime)
+        stalled, self._last_stalled = (s.stalled_seconds - self._last_stalled,
+                                       s.stalled_seconds)
         return {
             "activity": CLUSTERING if rate > 0 else WAITING,
             "records_per_s": round(rate, 1),
@@ -104,7 +109,8 @@ class ProgressHook(TickingHook):
             "objective": s.objective, "converged": s.converged, "clusters": s.clusters,
             "step": s.step, "batches": s.batches,
             "last_checkpoint_age_s": age, "last_checkpoint_step": self._checkpoint_step,
-            "warnings": warnings, "interval_s": self.period_s,
+            "warnings": warnings, "stalled_seconds": round(stalled, 3),
+            "interval_s": self.period_s,
         }
 
 

@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
@@ -33,18 +34,19 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from streamkm.decoding import RejectReason
-from streamkm.exceptions import CheckpointError, ParameterError, StorageError
+from streamkm.exceptions import CheckpointError, ParameterError, StateError, StorageError
 from streamkm.logs import log_event
 from streamkm.runtime.health import HealthChecks, install_health
 from streamkm.runtime.http import HttpRouter, HttpServer, metrics_handler, start_http_server
 from streamkm.runtime.io_guard import IoGuard, IoHealth
-from streamkm.runtime.learner import Learned, Learner, RuntimeHook
+from streamkm.runtime.learner import CheckpointContent, Learned, Learner, RuntimeHook
 from streamkm.runtime.status import ServiceStatus
 from streamkm.service.batcher import Batch, Batcher
 from streamkm.service.checkpoint import Checkpoint, CheckpointStore
 from streamkm.service.config import ServiceConfig, config_hash
 from streamkm.service.config_diff import check_against_checkpoint
 from streamkm.service.preflight import metrics_bind_error
+from streamkm.service.resume_point import read_resume_point, resume_point_path, write_resume_point
 from streamkm.service.metrics import ServiceMetrics
 from streamkm.service.wiring import build_decoder, build_sinks, build_source
 from streamkm.sinks import SinkSet
@@ -88,13 +90,19 @@ class Runtime:
 
     def __init__(self, config: ServiceConfig, learner: Learner, *,
                  registry: CollectorRegistry | None = None, source: Source | None = None,
-                 serve_metrics: bool | None = None, reset_model: bool = False) -> None:
+                 serve_metrics: bool | None = None, reset_model: bool = False,
+                 resume_from_outputs: bool = False) -> None:
         self.config = config
         self.learner = learner
         #: ``streamkm run --reset-model``: start a fresh model over the latest checkpoint's
         #: input and output positions (set ``model_was_reset`` once the learner did so).
         self.reset_model = reset_model
         self.model_was_reset = False
+        #: ``streamkm run --on-existing-output=resume``: without a checkpoint, start a fresh
+        #: model from the resume point beside the outputs (:mod:`streamkm.service.resume_point`).
+        self.resume_from_outputs = resume_from_outputs
+        self.resume_point = (None if config.scaleout.enabled
+                             else resume_point_path(config.sinks))
         self.metrics = ServiceMetrics(registry)
         self.metrics.init_reasons([r.value for r in RejectReason])
         self.status = ServiceStatus(clusters=config.model.n_clusters)
@@ -171,10 +179,13 @@ class Runtime:
             cfg.checkpoint.dir, keep=cfg.checkpoint.keep,
             on_corrupt=lambda _p, _e: self.metrics.checkpoint_corrupt.inc())
         checkpoint = self.store.load_latest()
+        resumed = False
         if checkpoint is not None:
             # Refuses (ConfigError) a model-defining change unless --reset-model; logs the rest.
             check_against_checkpoint(cfg, checkpoint.meta, str(checkpoint.path),
                                      reset_model=self.reset_model)
+        elif self.resume_from_outputs and self.resume_point is not None:
+            checkpoint, resumed = self._read_resume_point(self.resume_point), True
         self.sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
         if self.source is None:
             self.source = build_source(cfg.source, kafka=cfg.kafka, metrics=self.metrics)
@@ -200,10 +211,12 @@ class Runtime:
             log_event(_log, "info", "metrics_listening", url=self.http_server.url,
                       address=cfg.metrics.address, port=self.http_server.port)
         self._started = True
-        if (checkpoint is None or self.model_was_reset) and self.learner.checkpoints_at_start:
+        if (checkpoint is None or self.model_was_reset or resumed) \
+                and self.learner.checkpoints_at_start:
             # Outputs are only accountable once a checkpoint records their lengths: a
             # service that cannot write its first one must not write any.
-            reason = "model_reset" if self.model_was_reset else "initial"
+            reason = ("model_reset" if self.model_was_reset
+                      else "resumed" if resumed else "initial")
             if not self.checkpoint(reason=reason):
                 self.close(final_checkpoint=False)
                 raise CheckpointError(
@@ -219,6 +232,17 @@ class Runtime:
                   checkpoint=str(checkpoint.path) if checkpoint else None)
         for hook in self.hooks:
             hook.on_started(self)
+
+    @staticmethod
+    def _read_resume_point(path: Path) -> Checkpoint:
+        try:
+            point = read_resume_point(path)
+        except StateError as exc:
+            raise CheckpointError(f"cannot resume from the outputs: {exc}") from None
+        log_event(_log, "warning", "resumed_from_outputs", path=str(path),
+                  sequence=point.sequence, positions=point.positions,
+                  sink_positions=point.sink_positions)
+        return point
 
     def _restore(self, checkpoint: Checkpoint) -> None:
         self.status.restore_counters(checkpoint.counters)
@@ -531,6 +555,22 @@ class Runtime:
             # A refused write pauses ingestion until the checkpoint is written (or a stop).
             self.io_guard.run(lambda: self._checkpoint_once(reason))
 
+    def _write_resume_point(self, checkpoint: Path, content: CheckpointContent,
+                            sink_positions: dict[str, Any]) -> None:
+        """Copy the checkpoint's positions beside the outputs; a refused write is logged
+        (the previous resume point, an older consistent state, stays)."""
+        if self.resume_point is None:
+            return
+        try:
+            write_resume_point(
+                self.resume_point, sequence=int(checkpoint.stem.rsplit("-", 1)[1]),
+                created_unix=time.time(), positions=content.positions,
+                sink_positions=sink_positions, counters=self.status.counters(),
+                batcher=content.extra.get("batcher", {}))
+        except OSError as exc:
+            log_event(_log, "warning", "resume_point_failed", path=str(self.resume_point),
+                      error=str(exc))
+
     def checkpoint(self, *, reason: str = "manual") -> bool:
         """Sync the sinks and write one checkpoint of the learner's state; ``False`` (logged,
         counted) on failure or when the learner cannot checkpoint now."""
@@ -584,6 +624,7 @@ class Runtime:
         self._dirty = False
         log_event(_log, "info", "checkpoint_written", path=str(path), reason=reason,
                   step=self.status.step, seconds=round(seconds, 6))
+        self._write_resume_point(path, content, sink_positions)
         self.learner.checkpointed(content)
         for hook in self.hooks:
             hook.on_checkpoint(self, reason, True)

@@ -35,6 +35,8 @@ class ServiceStatus:
     model_seconds: float = 0.0
     sink_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
+    loop_stalls: int = 0
+    stalled_seconds: float = 0.0
 
     def count_batch(self, batch: Batch, rejected: dict[str, int], metrics: ServiceMetrics
                     ) -> None:
@@ -62,6 +64,11 @@ class ServiceStatus:
             metrics.records_rejected.labels(reason=reason).inc(n)
             self.rejected_by_reason[reason] = self.rejected_by_reason.get(reason, 0) + n
             self.records_rejected += n
+
+    def count_stall(self, seconds: float) -> None:
+        """Add one stall of the loop (a paused process, a blocked loop), once it is over."""
+        self.loop_stalls += 1
+        self.stalled_seconds += seconds
 
     def restore_counters(self, counters: dict[str, Any]) -> None:
         """Continue the counts saved in a checkpoint (see :meth:`counters`)."""

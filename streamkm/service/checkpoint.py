@@ -26,6 +26,9 @@ version 2 file without it, or whose metadata fails it, is corrupt and skipped li
 that fails an array digest. Version 1 files (written before the metadata digest) are read
 as they are: their metadata is guarded by the zip CRC only.
 
+A folder that disappears while the service runs (``rm -rf``, an unmounted volume) is
+created again by the next write, which logs ``checkpoint_folder_recreated`` once.
+
 The store keeps the newest ``keep`` files. Loading walks from the newest to the oldest and
 returns the first that reads and verifies; every file skipped is logged and reported to the
 ``on_corrupt`` callback.
@@ -198,7 +201,7 @@ class CheckpointStore:
     Parameters
     ----------
     directory : path
-        The folder (created if missing).
+        The folder (created if missing, at start and before each write).
     keep : int
         How many checkpoints to keep; older ones are deleted after each write.
     on_corrupt : callable, optional
@@ -252,6 +255,7 @@ class CheckpointStore:
         CheckpointError
             The checkpoint could not be written for another reason (nothing is replaced).
         """
+        self._recreate_folder_if_gone()
         sequence = self._next_sequence
         path = self.directory / f"checkpoint-{sequence:012d}.npz"
         meta: dict[str, Any] = {
@@ -284,6 +288,23 @@ class CheckpointStore:
         self._next_sequence = sequence + 1
         self.prune()
         return path
+
+    def _recreate_folder_if_gone(self) -> None:
+        """Create the folder again if it vanished since the last write.
+
+        Raises
+        ------
+        StorageError
+            The folder cannot be created (the same call can be retried).
+        """
+        if self.directory.is_dir():
+            return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError("checkpoint", exc) from exc
+        log_event(_log, "warning", "checkpoint_folder_recreated", path=str(self.directory),
+                  next_sequence=self._next_sequence)
 
     def prune(self) -> None:
         """Delete all but the newest ``keep`` checkpoints."""

@@ -31,11 +31,13 @@ from streamkm._version import __version__
 from streamkm.exceptions import ParameterError
 from streamkm.sources import LAG_BYTES, LAG_RECORDS
 
-__all__ = ["ServiceMetrics", "KafkaMetrics", "IO_TARGETS"]
+__all__ = ["ServiceMetrics", "KafkaMetrics", "IO_TARGETS", "STALL_CAUSES"]
 
 #: Values of the ``target`` label of ``streamkm_io_errors_total``: the output files and the
 #: checkpoint folder.
 IO_TARGETS = ("assignments", "events", "dead_letter", "checkpoint")
+#: The ``cause`` label of ``streamkm_loop_stalls_total`` (see streamkm.runtime.pauses).
+STALL_CAUSES = ("process_paused", "loop_blocked")
 
 _BATCH_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                           2.5, 5.0, 10.0)
@@ -145,8 +147,21 @@ class ServiceMetrics:
         self.warning_active = Gauge(
             "streamkm_warning_active",
             "1 while a warning about the service's input or configuration is active, by "
-            "warning (source_no_files, reject_ratio_high, no_accepted_records).", ["warning"],
+            "warning (source_no_files, reject_ratio_high, no_accepted_records, "
+            "source_unreadable).", ["warning"], registry=r)
+        self.loop_stalls = Counter(
+            "streamkm_loop_stalls",
+            "Stalls of the runtime loop, reported once over, by cause: process_paused (the "
+            "whole process did not run: SIGSTOP, a frozen container or VM) or loop_blocked "
+            "(the loop did not turn for longer than the liveness threshold).", ["cause"],
             registry=r)
+        self.loop_stalled_seconds = Counter(
+            "streamkm_loop_stalled_seconds",
+            "Seconds the runtime loop was stalled, by cause (see streamkm_loop_stalls).",
+            ["cause"], registry=r)
+        for cause in STALL_CAUSES:
+            self.loop_stalls.labels(cause=cause)
+            self.loop_stalled_seconds.labels(cause=cause)
         self.model_publications = Counter(
             "streamkm_model_publications",
             "Models written to the model sink ([sinks] model / model_topic).", registry=r)

@@ -37,7 +37,7 @@ __all__ = ["Finding", "preflight", "metrics_bind_error", "check_existing_outputs
 #: Bytes written by the probe of a folder: a file system with less room fails the probe.
 PROBE_BYTES = 64 * 1024
 
-OnExistingOutput = Literal["fail", "truncate", "append"]
+OnExistingOutput = Literal["fail", "truncate", "append", "resume"]
 
 
 @dataclass(frozen=True)
@@ -274,12 +274,15 @@ def existing_outputs(config: ServiceConfig) -> list[Path]:
 def check_existing_outputs(config: ServiceConfig, mode: OnExistingOutput) -> list[Path]:
     """Apply ``--on-existing-output`` to :func:`existing_outputs`; return the files found.
 
-    ``fail`` raises, ``truncate`` empties the files, ``append`` keeps them.
+    ``fail`` raises, ``truncate`` empties the files, ``append`` keeps them, ``resume``
+    checks that the resume point beside them reads (the runtime truncates the files to its
+    lengths and resumes the input from its positions, :mod:`streamkm.service.resume_point`).
 
     Raises
     ------
     ConfigError
-        ``mode = "fail"`` and output files are not empty.
+        ``mode = "fail"`` and output files are not empty, or ``mode = "resume"`` and there
+        is no usable resume point.
     """
     found = existing_outputs(config)
     if not found:
@@ -289,8 +292,22 @@ def check_existing_outputs(config: ServiceConfig, mode: OnExistingOutput) -> lis
         raise ConfigError(
             f"no checkpoint in {str(config.checkpoint.dir)!r} but the output files {names} "
             f"are not empty: the service cannot tell which lines it wrote. Start with "
-            f"--on-existing-output=truncate to empty them, --on-existing-output=append to "
-            f"keep them and write after them, or restore the checkpoint folder")
+            f"--on-existing-output=resume to continue after the last checkpoint's outputs "
+            f"with a fresh model, --on-existing-output=truncate to empty them, "
+            f"--on-existing-output=append to keep them and write after them, or restore "
+            f"the checkpoint folder")
+    if mode == "resume":
+        from streamkm.exceptions import StateError
+        from streamkm.service.resume_point import read_resume_point, resume_point_path
+
+        point = resume_point_path(config.sinks)
+        try:
+            if point is None:
+                raise StateError("the outputs have no resume point")
+            read_resume_point(point)
+        except StateError as exc:
+            raise ConfigError(f"--on-existing-output=resume: {exc}; use "
+                              f"--on-existing-output=truncate or append instead") from None
     if mode == "truncate":
         for path in found:
             with open(path, "r+b") as fh:

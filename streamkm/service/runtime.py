@@ -36,13 +36,18 @@ class Service(Runtime):
     reset_model : bool, optional
         Start a fresh model over the latest checkpoint's input and output positions
         (``streamkm run --reset-model``; see :mod:`streamkm.service.config_diff`).
+    resume_from_outputs : bool, optional
+        Without a checkpoint, resume from the resume point beside the file outputs with a
+        fresh model (``streamkm run --on-existing-output=resume``; see
+        :mod:`streamkm.service.resume_point`).
     """
 
     def __init__(self, config: ServiceConfig, *, registry: CollectorRegistry | None = None,
                  source: Source | None = None, serve_metrics: bool | None = None,
-                 reset_model: bool = False) -> None:
+                 reset_model: bool = False, resume_from_outputs: bool = False) -> None:
         super().__init__(config, LocalLearner(config), registry=registry, source=source,
-                         serve_metrics=serve_metrics, reset_model=reset_model)
+                         serve_metrics=serve_metrics, reset_model=reset_model,
+                         resume_from_outputs=resume_from_outputs)
         self.cluster_view = install_cluster_view(self)
         install_progress(self)  # status events and [warnings]
         self.model_publisher = install_model_sink(self)  # [sinks] model

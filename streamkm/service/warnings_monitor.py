@@ -1,6 +1,7 @@
 """Loud misconfiguration: warnings about a service that runs but cannot be doing what was meant.
 
-Three warnings (``[warnings]`` in the configuration; ``0`` turns one off):
+Four warnings (the first three set in ``[warnings]`` in the configuration; ``0`` turns one
+off):
 
 * ``source_no_files``: an entry of ``[source] paths`` (file source) has matched no file for
   ``source_no_files_after_s`` seconds: a typo, a wrong folder, a producer that never started;
@@ -9,7 +10,11 @@ Three warnings (``[warnings]`` in the configuration; ``0`` turns one off):
   names the most frequent reason and quotes one example (``field 'x' has 3 values, expected
   2: ...``); it clears once the ratio is at most half the threshold;
 * ``no_accepted_records``: no record was accepted for ``no_accepted_records_after_s``
-  seconds (since the start, or since the last accepted record).
+  seconds (since the start, or since the last accepted record);
+* ``source_unreadable``: an input exists but cannot be read (a directory or FIFO at a
+  configured path, a broken symlink, a file the process may not open); the log line names
+  each path with its errno (``inputs: [{"path", "errno", "error"}]``). Always on: the
+  tailer re-checks on every scan, and the warning clears once every input can be read.
 
 Each warning is logged once when it starts (level ``warning``, event = the warning's name)
 and once when it clears (level ``info``, event ``<name>_cleared``), and is exported as
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from streamkm.logs import log_event
+from streamkm.runtime.health import unreadable_inputs
 from streamkm.runtime.ticker import TickingHook
 from streamkm.service.config import SourceConfig, WarningsConfig
 
@@ -34,16 +40,17 @@ if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime
     from streamkm.service.batcher import Batch
 
-__all__ = ["SOURCE_NO_FILES", "REJECT_RATIO_HIGH", "NO_ACCEPTED_RECORDS", "WARNINGS",
-           "WarningSwitch", "RejectWindow", "NoFilesWatch", "WarningsHook"]
+__all__ = ["SOURCE_NO_FILES", "REJECT_RATIO_HIGH", "NO_ACCEPTED_RECORDS", "SOURCE_UNREADABLE",
+           "WARNINGS", "WarningSwitch", "RejectWindow", "NoFilesWatch", "WarningsHook"]
 
 _log = logging.getLogger("streamkm.service")
 
 SOURCE_NO_FILES = "source_no_files"
 REJECT_RATIO_HIGH = "reject_ratio_high"
 NO_ACCEPTED_RECORDS = "no_accepted_records"
+SOURCE_UNREADABLE = "source_unreadable"
 #: Every warning's name: the values of the ``warning`` label.
-WARNINGS = (SOURCE_NO_FILES, REJECT_RATIO_HIGH, NO_ACCEPTED_RECORDS)
+WARNINGS = (SOURCE_NO_FILES, REJECT_RATIO_HIGH, NO_ACCEPTED_RECORDS, SOURCE_UNREADABLE)
 #: Fewest records in the window before the reject ratio is judged.
 MIN_RECORDS = 100
 
@@ -161,7 +168,7 @@ class NoFilesWatch:
 
 
 class WarningsHook(TickingHook):
-    """Raises and clears the three warnings of a runtime (see the module docstring).
+    """Raises and clears the four warnings of a runtime (see the module docstring).
 
     The reject ratio is judged after every batch (on the runtime's thread), the two
     time-based warnings once a second on the hook's thread.
@@ -187,6 +194,7 @@ class WarningsHook(TickingHook):
                     else [])
         self.no_files = NoFilesWatch(patterns)
         self._last_accepted = time.monotonic()
+        self._unreadable: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ hook
 
@@ -203,6 +211,8 @@ class WarningsHook(TickingHook):
     def tick(self, runtime: Runtime, now: float) -> None:
         self.check_no_files(now)
         self.check_no_accepted(now)
+        if runtime is not None:
+            self.check_unreadable(runtime.parts)
 
     # ------------------------------------------------------------------ checks
 
@@ -253,3 +263,18 @@ class WarningsHook(TickingHook):
                           seconds=round(idle, 1))
         elif idle < after and switch.active:
             switch.update(False)
+
+    def check_unreadable(self, parts: dict[str, Any]) -> None:
+        """Judge whether an input the source found cannot be read; a change in the set of
+        such inputs while active is logged as a new start."""
+        inputs = unreadable_inputs(parts)
+        switch = self.switches[SOURCE_UNREADABLE]
+        if inputs and inputs != self._unreadable:
+            if switch.active:
+                switch.update(False, inputs=[])
+            names = ", ".join(f"{i['path']!r} ({i['errno'] or i['error']})" for i in inputs)
+            switch.update(True, f"cannot read the input(s) {names}: fix the path or its "
+                                f"permissions; it is read once it can be", inputs=inputs)
+        elif not inputs and switch.active:
+            switch.update(False, inputs=[])
+        self._unreadable = inputs

@@ -41,7 +41,7 @@ def test_bash_completion(tmp_path) -> None:
                                            "completion"]
     assert complete("streamkm config ") == ["show", "check"]
     assert complete("streamkm checkpoint ex") == ["export"]
-    assert complete("streamkm run --on-existing-output ") == ["fail", "truncate", "append"]
+    assert complete("streamkm run --on-existing-output ") == ["fail", "truncate", "append", "resume"]
     assert "--reset-model" in complete("streamkm run --")
     assert complete("streamkm checkpoint export state/ck -") == ["-h", "--help", "-o",
                                                                  "--output"]

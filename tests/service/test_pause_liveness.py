@@ -1,0 +1,64 @@
+"""A ``streamkm run`` stopped with SIGSTOP and continued with SIGCONT: the first ``/healthz``
+probe after SIGCONT answers 200 (not 503 "stuck", also after a pause longer than the 60 s
+threshold: the loop was not stuck, the process was not running), and the stall is reported after the fact: a
+``loop_stalled`` event, ``streamkm_loop_stalls_total{cause="process_paused"}`` and
+``stalled_seconds`` in the next status event. Records keep flowing afterwards."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.http import get_json
+from tests.helpers.processes import count_lines, metrics_url, scrape
+from tests.helpers.service_process import RunningService, blob_rows, service_config, write_jsonl
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("pause_s", [
+    pytest.param(4.0, id="4s"),
+    pytest.param(65.0, id="65s-past-the-stall-threshold", marks=pytest.mark.slow)])
+def test_first_probe_after_sigcont_is_alive_and_the_pause_is_reported(
+        tmp_path: Path, pause_s: float) -> None:
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, blob_rows(300))
+    config = service_config(tmp_path, data, extra="[metrics]\nenabled = true\nport = 0\n"
+                                                  "[status]\ninterval_s = 1\n")
+    assignments = tmp_path / "out" / "assignments.jsonl"
+    service = RunningService(config)
+    try:
+        service.wait_until(lambda: metrics_url(service.log) is not None)
+        url = str(metrics_url(service.log))
+        base = url.removesuffix("/metrics")
+        service.wait_until(lambda: count_lines(assignments) >= 300)
+        service.proc.send_signal(signal.SIGSTOP)
+        time.sleep(pause_s)
+        service.proc.send_signal(signal.SIGCONT)
+        status, live = get_json(base + "/healthz")
+        assert status == 200, live
+        assert live["status"] == "ok"
+        assert live["loop_age_s"] < live["stall_after_s"] == 60.0
+        # unless the loop turned first after SIGCONT, the probe says it saw the pause
+        assert "paused_s" not in live or pause_s - 1.5 <= live["paused_s"] <= pause_s + 5.0
+
+        def reported() -> list[dict]:
+            return [e for e in service.events() if e["event"] == "loop_stalled"]
+
+        service.wait_until(lambda: bool(reported()))
+        (stall,) = reported()
+        assert stall["cause"] == "process_paused" and stall["seconds"] >= pause_s - 1.5
+        service.wait_until(lambda: any(e["event"] == "status" and e["stalled_seconds"] >= pause_s - 1.5
+                                       for e in service.events()))
+        samples = scrape(url)
+        assert samples['streamkm_loop_stalls_total{cause="process_paused"}'] == 1.0
+        assert samples['streamkm_loop_stalls_total{cause="loop_blocked"}'] == 0.0
+        assert samples['streamkm_loop_stalled_seconds_total{cause="process_paused"}'] >= pause_s - 1.5
+        write_jsonl(data, blob_rows(300, seed=1, start=300), append=True)
+        service.wait_until(lambda: count_lines(assignments) >= 600)
+        assert get_json(base + "/healthz")[0] == 200
+    finally:
+        assert service.stop() == 0, service.stderr()
