@@ -57,30 +57,49 @@ def _error(message: str) -> None:
     sys.stderr.flush()
 
 
-def _install_stop_handlers(stop: Callable[[], None]) -> None:
-    """First SIGTERM/SIGINT: graceful stop. A second SIGINT: immediate KeyboardInterrupt.
-    SIGUSR1: every thread's stack to stderr (what a service that does not stop is doing).
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command quit by Ctrl-C
 
-    The handlers only write a byte to a pipe; a watcher thread reads it and calls ``stop``.
-    A Python signal handler runs in the main thread between two bytecodes, possibly while
-    that thread holds the stop event's lock inside ``Event.wait``: calling ``stop`` (which
-    sets that event) from the handler then waits for a lock its own thread holds, for ever
-    (a service that had written everything did not exit after SIGTERM, twice in CI).
+_STOPPING = "streamkm: stopping (Ctrl-C again to quit now)\n"
+_QUIT_NOW = (b"\nstreamkm: quit without a final checkpoint; the next start resumes from "
+             b"the last one\n")
+
+
+def _install_stop_handlers(stop: Callable[[], None]) -> None:
+    """First SIGTERM/SIGINT: graceful stop (a SIGINT says so on stderr). A second SIGINT:
+    exit 130 at once, without a traceback. SIGUSR1: every thread's stack to stderr (what a
+    service that does not stop is doing).
+
+    The handlers only write a byte to a pipe; a watcher thread reads it, says "stopping"
+    and calls ``stop``. A Python signal handler runs in the main thread between two
+    bytecodes, possibly while that thread holds the stop event's lock inside ``Event.wait``
+    (or the lock of ``sys.stderr``): calling ``stop`` (which sets that event) from the
+    handler then waits for a lock its own thread holds, for ever. The immediate exit of a
+    second SIGINT writes with ``os.write`` and leaves with ``os._exit`` for the same reason;
+    what it leaves behind is what a crash leaves, which a restart recovers from.
     """
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
 
     def watch() -> None:
-        while os.read(read_fd, 1):
+        while byte := os.read(read_fd, 1):
+            if byte == b"i":
+                sys.stderr.write(_STOPPING)
+                sys.stderr.flush()
             stop()
 
     threading.Thread(target=watch, name="streamkm-stop-signals", daemon=True).start()
+    interrupted = False
 
     def handler(signum: int, _frame: Any) -> None:
-        with contextlib.suppress(BlockingIOError):  # a full pipe already holds a stop
-            os.write(write_fd, b"s")
+        nonlocal interrupted
         if signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if interrupted:
+                with contextlib.suppress(OSError):
+                    os.write(2, _QUIT_NOW)
+                os._exit(EXIT_INTERRUPTED)
+            interrupted = True
+        with contextlib.suppress(BlockingIOError):  # a full pipe already holds a stop
+            os.write(write_fd, b"i" if signum == signal.SIGINT else b"t")
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
@@ -246,10 +265,26 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return EXIT_CONFIG if errors else EXIT_OK
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """``streamkm demo``: generate a drifting stream and cluster it live."""
+def _port_in_use(port: int) -> str | None:
+    """Why 127.0.0.1:``port`` cannot be listened on, or ``None`` if it can.
+
+    The probe sets ``SO_REUSEADDR`` like the metrics listener does, so a port whose last
+    connections linger in TIME_WAIT (a demo stopped a moment ago) is free, as it is for
+    the listener.
+    """
     import socket
 
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``streamkm demo``: generate a drifting stream and cluster it live."""
     from streamkm.service.demo import DriftingStream, StatusLine, StreamWriter, demo_config
     from streamkm.service.demo import dump_config
     from streamkm.logs import configure_logging
@@ -258,12 +293,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     state = Path(args.state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
     port = args.metrics_port
-    if port:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                port = 0
+    busy = _port_in_use(port) if port else None
+    if busy is not None:
+        _error(f"--metrics-port {port}: 127.0.0.1:{port} is in use ({busy}); stop what "
+               f"listens there, or pass another port (--metrics-port 0: any free port)")
+        return EXIT_CONFIG
     try:
         config = demo_config(state, metrics_port=port)
     except ConfigError as exc:
@@ -274,8 +308,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     stream_file = config.source.paths[0]
     stream_file.touch()
     stop = threading.Event()
+    max_bytes = int(args.max_stream_mb * 1e6)
     writer = StreamWriter(stream_file, DriftingStream(seed=args.seed, bad_fraction=0.001),
-                          args.rate, stop)
+                          args.rate, stop, max_bytes=max_bytes)
     service = Service(config, reset_model=args.reset_model)
     _install_stop_handlers(service.request_stop)
     try:
@@ -287,7 +322,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if service.metrics_server is not None and service.cluster_view is not None:
         out.write(f"streamkm demo: watch the clusters at {service.metrics_server.base_url}/\n")
     out.write(f"streamkm demo: state in {state}\n")
-    out.write(f"  stream   {stream_file} ({args.rate:g} records/s)\n")
+    out.write(f"  stream   {stream_file} ({args.rate:g} records/s; at {args.max_stream_mb:g} "
+              f"MB it moves to {writer.rotated.name}, so at most {2 * args.max_stream_mb:g} "
+              f"MB)\n")
+    out.write(f"  model    {config.checkpoint.dir} (the newest {config.checkpoint.keep} "
+              f"checkpoints are kept)\n")
     if service.metrics_server is not None:
         base = service.metrics_server.base_url
         out.write(f"  metrics  {service.metrics_server.url}\n")
@@ -427,8 +466,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--duration", type=_positive_float, default=None,
                       help="stop after this many seconds (default: run until Ctrl-C)")
     demo.add_argument("--metrics-port", type=int, default=9108,
-                      help="metrics port on 127.0.0.1, 0 = any free port; a busy port "
-                           "falls back to a free one (default: %(default)s)")
+                      help="port of the live page and metrics on 127.0.0.1, 0 = any free "
+                           "port; a port in use is an error (default: %(default)s)")
+    demo.add_argument("--max-stream-mb", type=_positive_float, default=32.0,
+                      help="size at which the stream file moves to stream.jsonl.1 "
+                           "(replacing the older one): the stream takes at most twice "
+                           "this (default: %(default)s)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the generated stream")
     demo.add_argument("--log-level", choices=levels, help="log level (default: warning)")
     demo.add_argument("--reset-model", action="store_true",
@@ -465,9 +508,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``streamkm`` console script; returns the exit code."""
+    """Entry point of the ``streamkm`` console script; returns the exit code (130 after a
+    Ctrl-C that came before the stop handlers were installed)."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        sys.stderr.write("\nstreamkm: interrupted\n")
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
