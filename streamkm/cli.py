@@ -128,7 +128,7 @@ def _start_status_line(service: Any, out: Any) -> Callable[[], None]:
     stop = threading.Event()
     line = StatusLine(service, stop, out)
     handlers = [h for h in logging.getLogger(LOGGER_NAME).handlers
-                if getattr(h, "_streamkm_json", False)]
+                if getattr(h, "_streamkm_json", False) and out.isatty()]
     clear = _ClearStatusLine(out)
     for handler in handlers:
         handler.addFilter(clear)

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from streamkm.runtime.progress import first_batch_progress, first_batch_text
 from streamkm.service.config import ServiceConfig, config_from_mapping
 
 __all__ = ["DriftingStream", "StreamWriter", "StatusLine", "demo_config", "describe_event"]
@@ -218,7 +219,13 @@ class StatusLine(threading.Thread):
         s = self.service.status
         fit = "-" if s.objective is None else f"{s.objective:.4f}"
         state = "converged (assigning only)" if s.converged else "learning"
-        head = f"{rate:6.0f} records/s" if rate > 0 else "waiting for records, 0 records/s"
+        filling = first_batch_progress(self.service)
+        if filling is not None:
+            head = first_batch_text(*filling)
+        elif rate > 0:
+            head = f"{rate:6.0f} records/s"
+        else:
+            head = "waiting for records, 0 records/s"
         return (f"{head} | {s.records_accepted:9d} clustered, "
                 f"{s.records_rejected:4d} rejected | model {state}, {s.clusters} clusters, "
                 f"step {s.step} | mean squared distance to centers {fit}")
