@@ -1,6 +1,6 @@
 """The ``streamkm`` command line.
 
-``streamkm run -c FILE [--reset-model] [--on-existing-output=MODE] [--[no-]status]``
+``streamkm run -c FILE [--reset-model [--from-start]] [--on-existing-output=MODE] [--[no-]status]``
     Run the service with a TOML configuration (a live status line on a terminal). Exit 2,
     with one line naming the key, the value and the fix, on a configuration error, an
     environment the configuration cannot work in (``streamkm.service.preflight``), a
@@ -8,7 +8,9 @@
     or output files left without a checkpoint.
 ``streamkm config show -c FILE`` / ``streamkm config check -c FILE``
     Print the effective configuration (file plus ``STREAMKM_*`` variables) as TOML with
-    secrets masked; ``check`` also checks paths, ports and brokers (exit 0, or 2).
+    secrets masked; ``check`` also makes the refusals of ``run`` (paths, ports, brokers, a
+    model-defining setting changed since the checkpoint) and names ignored ``STREAMKM_*``
+    variables (exit 0, or 2).
 ``streamkm demo``
     Generate a drifting non-linear stream into a file under ``./.streamkm/demo`` and
     cluster it live, with metrics and a one-line status.
@@ -192,13 +194,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from streamkm.logs import configure_logging, log_event
+    from streamkm.service.env_check import ignored_environment
     from streamkm.service.preflight import check_existing_outputs, preflight
 
     config = _load_config(args.config)
     if config is None:
         return EXIT_CONFIG
+    if args.from_start and not args.reset_model:
+        _error("--from-start needs --reset-model: the checkpointed model has seen the input "
+               "already (`streamkm run --reset-model --from-start -c FILE`)")
+        return EXIT_CONFIG
     status_line = sys.stderr.isatty() if args.status is None else args.status
-    findings = preflight(config)
+    findings = preflight(config) + ignored_environment(os.environ)
     errors = [f for f in findings if f.severity == "error"]
     for finding in errors:
         _error(finding.message)
@@ -217,17 +224,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_CONFIG
         return _run_service(ScaleoutService(config), status_line=status_line)
     try:
+        if args.from_start:
+            from streamkm.service.start_over import start_from_beginning
+
+            moved = start_from_beginning(config)
+            log_event(log, "warning", "started_over", checkpoints_moved_to=str(moved)
+                      if moved else None)
         kept = check_existing_outputs(config, args.on_existing_output)
     except ConfigError as exc:
         _error(str(exc))
         return EXIT_CONFIG
+    reset_model = args.reset_model and not args.from_start  # no checkpoint left to reset
     if kept:
         log_event(log, "warning", f"existing_outputs_{args.on_existing_output}",
                   files=[str(p) for p in kept])
     from streamkm.service.runtime import Service
 
-    return _run_service(Service(config, reset_model=args.reset_model),
-                        status_line=status_line)
+    return _run_service(Service(config, reset_model=reset_model), status_line=status_line)
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:
@@ -244,13 +257,15 @@ def cmd_config_show(args: argparse.Namespace) -> int:
 def cmd_config_check(args: argparse.Namespace) -> int:
     """``streamkm config check -c FILE``: validate, show, and check the environment."""
     from streamkm.service.config_view import config_to_toml
-    from streamkm.service.preflight import existing_outputs, preflight
+    from streamkm.service.env_check import ignored_environment
+    from streamkm.service.preflight import checkpoint_findings, existing_outputs, preflight
 
     config = _load_config(args.config)
     if config is None:
         return EXIT_CONFIG
     sys.stdout.write(config_to_toml(config))
-    findings = preflight(config, network=True)
+    findings = sorted(preflight(config, network=True) + checkpoint_findings(config)
+                      + ignored_environment(os.environ), key=lambda f: f.severity != "error")
     outputs = existing_outputs(config)
     if outputs:
         names = ", ".join(repr(str(p)) for p in outputs)
@@ -436,6 +451,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="start a fresh model over the latest checkpoint: keep its input "
                           "positions and outputs, discard its model (after a change of a "
                           "model-defining setting)")
+    run.add_argument("--from-start", action="store_true",
+                     help="with --reset-model: read the input files again from their "
+                          "beginning; the checkpoints move to a replaced-<time> folder of "
+                          "[checkpoint] dir and the output files are emptied, so they hold "
+                          "the new model's output only")
     run.add_argument("--on-existing-output", choices=["fail", "truncate", "append"],
                      default="fail",
                      help="without a checkpoint, what to do with non-empty output files "
@@ -453,7 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("-c", "--config", required=True, help="TOML configuration file")
     show.set_defaults(func=cmd_config_show)
     check = conf_sub.add_parser("check", help="validate, print the effective configuration "
-                                              "and check paths, ports and brokers (exit 0/2)")
+                                              "and make run's checks: paths, ports, brokers, "
+                                              "the checkpoint's settings, ignored STREAMKM_* "
+                                              "variables (exit 0/2)")
     check.add_argument("-c", "--config", required=True, help="TOML configuration file")
     check.set_defaults(func=cmd_config_check)
 
