@@ -145,10 +145,22 @@ def _start_status_line(service: Any, out: Any) -> Callable[[], None]:
     return stop_line
 
 
+def _say_if_compiling() -> None:
+    """One line on stderr when this run must compile the numba kernels (first run of an
+    install: numba's cache holds none of them yet)."""
+    from streamkm._numba.cache import first_compile_pending
+
+    if first_compile_pending():
+        sys.stderr.write("streamkm: first run of this install: compiling the numba kernels "
+                         "(once; later runs load them from numba's cache)\n")
+        sys.stderr.flush()
+
+
 def _run_service(service: Any, *, status_line: bool = False) -> int:
     from streamkm.logs import log_event
 
     _install_stop_handlers(service.request_stop)
+    _say_if_compiling()
     try:
         service.start()
     except ConfigError as exc:
@@ -328,6 +340,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                           args.rate, stop, max_bytes=max_bytes)
     service = Service(config, reset_model=args.reset_model)
     _install_stop_handlers(service.request_stop)
+    _say_if_compiling()
     try:
         service.start()
     except (ConfigError, CheckpointError, StateError, OSError) as exc:
