@@ -255,14 +255,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _run_service(Service(config, reset_model=reset_model), status_line=status_line)
 
 
+def _kernel_note(config: Any) -> str | None:
+    """What ``config show`` says after ``model.kernel``: the kernel the newest checkpoint's
+    model runs, or, with ``gamma = "auto"`` and no model yet, that it is chosen later."""
+    from streamkm.exceptions import StateError
+    from streamkm.service.checkpoint import checkpoint_files, read_checkpoint
+    from streamkm.service.kernel_label import AUTO_KERNELS, kernel_label, meta_kernel
+
+    model = config.model
+    folder = Path(config.checkpoint.dir)
+    for path in reversed(checkpoint_files(folder) if folder.is_dir() else []):
+        try:
+            meta = read_checkpoint(path).model_meta
+        except StateError:
+            continue
+        in_use, reason = meta_kernel(meta)
+        if in_use is None:
+            break
+        why = f": {reason}" if reason else ""
+        return f"in use: {kernel_label(model.kernel, model.gamma, in_use)} ({path.name}{why})"
+    if model.kernel in AUTO_KERNELS and model.gamma in (None, "auto"):
+        return (f"gamma = \"auto\": {model.kernel} itself or the heat, anchor or level_set "
+                f"kernel, chosen on the first batch")
+    return None
+
+
 def cmd_config_show(args: argparse.Namespace) -> int:
-    """``streamkm config show -c FILE``: the effective configuration as TOML."""
+    """``streamkm config show -c FILE``: the effective configuration as TOML, with the
+    kernel in use beside ``model.kernel``."""
     from streamkm.service.config_view import config_to_toml
 
     config = _load_config(args.config)
     if config is None:
         return EXIT_CONFIG
-    sys.stdout.write(config_to_toml(config))
+    sys.stdout.write(config_to_toml(config, kernel_note=_kernel_note(config)))
     return EXIT_OK
 
 
