@@ -6,7 +6,7 @@ process CPU time and wall time of each step. One thread everywhere (OPENBLAS_NUM
 STREAMKM_NUM_THREADS=1). Every step updates the model (tol=0).
 
     .venv/bin/python benchmarks/bench_engine_versions.py \
-        --baseline /work/main/.venv/bin/python --candidate .venv/bin/python [--repeats 7]
+        --baseline ../baseline/.venv/bin/python --candidate .venv/bin/python [--repeats 7]
 
 Prints the markdown table of docs/benchmarks.md, engine section, "before / after".
 """

@@ -1,4 +1,4 @@
-"""Quality out of the box (issue 15): defaults vs the median heuristic, graph kernels,
+"""Quality out of the box: defaults vs the median heuristic, graph kernels,
 norm bounds, early stop, exact kernel k-means time, and the SVD sketch on sparse text.
 
 Run (one thread each, as in docs/benchmarks.md):

@@ -1,4 +1,4 @@
-"""Quality out of the box (issue 15): randomized SVD, the SVD sketch vs scikit-learn, the
+"""Quality out of the box: randomized SVD, the SVD sketch vs scikit-learn, the
 early-stop rule, and ARI floors of the defaults. Sizes are bounded; longer ones are slow."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The documentation stays inside the repository (issue 19): every relative link resolves to
+"""The documentation stays inside the repository: every relative link resolves to
 a file of the checkout, nothing cites the project's private design notes or source files by
 number, and the stale "later" remarks about features that exist are gone."""
 

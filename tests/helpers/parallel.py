@@ -16,7 +16,7 @@
   the numba kernels into their cache in the background while the workers collect.
 
 xdist's own ``--dist loadgroup`` passes groups by renaming node ids, which pytest >= 9.2
-ignores (pytest-xdist issue 1386): here each worker writes its groups to a file the
+ignores (pytest-xdist issue #1386): here each worker writes its groups to a file the
 controller's scheduler reads when every worker has collected.
 """
 

@@ -1,5 +1,5 @@
-"""Device-level and record-level write errors, in process (issue 13 items 3 and the second
-line of defence).
+"""Device-level and record-level write errors, in process, and the second
+line of defence.
 
 The file system's refusals are real: ``RLIMIT_FSIZE`` makes the kernel refuse (``EFBIG``)
 any write past a size, partially when a write crosses it, exactly as a full disk does with

@@ -1,4 +1,4 @@
-"""A checkpoint folder the service cannot write (issue 13 item 2): ``streamkm run`` refuses
+"""A checkpoint folder the service cannot write: ``streamkm run`` refuses
 to start before writing any output, on a read-only and on a full file system.
 
 As root, ``chmod`` does not stop writes, so the folders are real tmpfs mounts (read-only, or

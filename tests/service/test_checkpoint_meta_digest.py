@@ -1,4 +1,4 @@
-"""SHA-256 over the checkpoint's JSON metadata (issue 13): an edited metadata block is
+"""SHA-256 over the checkpoint's JSON metadata: an edited metadata block is
 corrupt and a restart falls back to the previous checkpoint; format 1 files still load."""
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""A full disk pauses the service; it alerts, and resumes by itself, exactly once (issue 13
-item 3).
+"""A full disk pauses the service; it alerts, and resumes by itself, exactly once.
 
 A real ``streamkm run`` writes its outputs and checkpoints on a small tmpfs mounted for the
 test (mounting needs root: elsewhere the tests are skipped with the reason). A filler file
