@@ -1,6 +1,6 @@
 """The ``streamkm`` command line.
 
-``streamkm run -c FILE [--reset-model] [--on-existing-output=MODE] [--[no-]status]``
+``streamkm run -c FILE [--reset-model [--from-start]] [--on-existing-output=MODE] [--[no-]status]``
     Run the service with a TOML configuration (a live status line on a terminal). Exit 2,
     with one line naming the key, the value and the fix, on a configuration error, an
     environment the configuration cannot work in (``streamkm.service.preflight``), a
@@ -8,7 +8,9 @@
     or output files left without a checkpoint.
 ``streamkm config show -c FILE`` / ``streamkm config check -c FILE``
     Print the effective configuration (file plus ``STREAMKM_*`` variables) as TOML with
-    secrets masked; ``check`` also checks paths, ports and brokers (exit 0, or 2).
+    secrets masked; ``check`` also makes the refusals of ``run`` (paths, ports, brokers, a
+    model-defining setting changed since the checkpoint) and names ignored ``STREAMKM_*``
+    variables (exit 0, or 2).
 ``streamkm demo``
     Generate a drifting non-linear stream into a file under ``./.streamkm/demo`` and
     cluster it live, with metrics and a one-line status.
@@ -57,30 +59,49 @@ def _error(message: str) -> None:
     sys.stderr.flush()
 
 
-def _install_stop_handlers(stop: Callable[[], None]) -> None:
-    """First SIGTERM/SIGINT: graceful stop. A second SIGINT: immediate KeyboardInterrupt.
-    SIGUSR1: every thread's stack to stderr (what a service that does not stop is doing).
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command quit by Ctrl-C
 
-    The handlers only write a byte to a pipe; a watcher thread reads it and calls ``stop``.
-    A Python signal handler runs in the main thread between two bytecodes, possibly while
-    that thread holds the stop event's lock inside ``Event.wait``: calling ``stop`` (which
-    sets that event) from the handler then waits for a lock its own thread holds, for ever
-    (a service that had written everything did not exit after SIGTERM, twice in CI).
+_STOPPING = "streamkm: stopping (Ctrl-C again to quit now)\n"
+_QUIT_NOW = (b"\nstreamkm: quit without a final checkpoint; the next start resumes from "
+             b"the last one\n")
+
+
+def _install_stop_handlers(stop: Callable[[], None]) -> None:
+    """First SIGTERM/SIGINT: graceful stop (a SIGINT says so on stderr). A second SIGINT:
+    exit 130 at once, without a traceback. SIGUSR1: every thread's stack to stderr (what a
+    service that does not stop is doing).
+
+    The handlers only write a byte to a pipe; a watcher thread reads it, says "stopping"
+    and calls ``stop``. A Python signal handler runs in the main thread between two
+    bytecodes, possibly while that thread holds the stop event's lock inside ``Event.wait``
+    (or the lock of ``sys.stderr``): calling ``stop`` (which sets that event) from the
+    handler then waits for a lock its own thread holds, for ever. The immediate exit of a
+    second SIGINT writes with ``os.write`` and leaves with ``os._exit`` for the same reason;
+    what it leaves behind is what a crash leaves, which a restart recovers from.
     """
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
 
     def watch() -> None:
-        while os.read(read_fd, 1):
+        while byte := os.read(read_fd, 1):
+            if byte == b"i":
+                sys.stderr.write(_STOPPING)
+                sys.stderr.flush()
             stop()
 
     threading.Thread(target=watch, name="streamkm-stop-signals", daemon=True).start()
+    interrupted = False
 
     def handler(signum: int, _frame: Any) -> None:
-        with contextlib.suppress(BlockingIOError):  # a full pipe already holds a stop
-            os.write(write_fd, b"s")
+        nonlocal interrupted
         if signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if interrupted:
+                with contextlib.suppress(OSError):
+                    os.write(2, _QUIT_NOW)
+                os._exit(EXIT_INTERRUPTED)
+            interrupted = True
+        with contextlib.suppress(BlockingIOError):  # a full pipe already holds a stop
+            os.write(write_fd, b"i" if signum == signal.SIGINT else b"t")
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
@@ -109,7 +130,7 @@ def _start_status_line(service: Any, out: Any) -> Callable[[], None]:
     stop = threading.Event()
     line = StatusLine(service, stop, out)
     handlers = [h for h in logging.getLogger(LOGGER_NAME).handlers
-                if getattr(h, "_streamkm_json", False)]
+                if getattr(h, "_streamkm_json", False) and out.isatty()]
     clear = _ClearStatusLine(out)
     for handler in handlers:
         handler.addFilter(clear)
@@ -124,10 +145,22 @@ def _start_status_line(service: Any, out: Any) -> Callable[[], None]:
     return stop_line
 
 
+def _say_if_compiling() -> None:
+    """One line on stderr when this run must compile the numba kernels (first run of an
+    install: numba's cache holds none of them yet)."""
+    from streamkm._numba.cache import first_compile_pending
+
+    if first_compile_pending():
+        sys.stderr.write("streamkm: first run of this install: compiling the numba kernels "
+                         "(once; later runs load them from numba's cache)\n")
+        sys.stderr.flush()
+
+
 def _run_service(service: Any, *, status_line: bool = False) -> int:
     from streamkm.logs import log_event
 
     _install_stop_handlers(service.request_stop)
+    _say_if_compiling()
     try:
         service.start()
     except ConfigError as exc:
@@ -173,13 +206,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from streamkm.logs import configure_logging, log_event
+    from streamkm.service.env_check import ignored_environment
     from streamkm.service.preflight import check_existing_outputs, preflight
 
     config = _load_config(args.config)
     if config is None:
         return EXIT_CONFIG
+    if args.from_start and not args.reset_model:
+        _error("--from-start needs --reset-model: the checkpointed model has seen the input "
+               "already (`streamkm run --reset-model --from-start -c FILE`)")
+        return EXIT_CONFIG
     status_line = sys.stderr.isatty() if args.status is None else args.status
-    findings = preflight(config)
+    findings = preflight(config) + ignored_environment(os.environ)
     errors = [f for f in findings if f.severity == "error"]
     for finding in errors:
         _error(finding.message)
@@ -198,41 +236,76 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_CONFIG
         return _run_service(ScaleoutService(config), status_line=status_line)
     try:
+        if args.from_start:
+            from streamkm.service.start_over import start_from_beginning
+
+            moved = start_from_beginning(config)
+            log_event(log, "warning", "started_over", checkpoints_moved_to=str(moved)
+                      if moved else None)
         kept = check_existing_outputs(config, args.on_existing_output)
     except ConfigError as exc:
         _error(str(exc))
         return EXIT_CONFIG
+    reset_model = args.reset_model and not args.from_start  # no checkpoint left to reset
     if kept:
         log_event(log, "warning", f"existing_outputs_{args.on_existing_output}",
                   files=[str(p) for p in kept])
     from streamkm.service.runtime import Service
 
     resume = bool(kept) and args.on_existing_output == "resume"
-    return _run_service(Service(config, reset_model=args.reset_model,
+    return _run_service(Service(config, reset_model=reset_model,
                                 resume_from_outputs=resume), status_line=status_line)
 
 
+def _kernel_note(config: Any) -> str | None:
+    """What ``config show`` says after ``model.kernel``: the kernel the newest checkpoint's
+    model runs, or, with ``gamma = "auto"`` and no model yet, that it is chosen later."""
+    from streamkm.exceptions import StateError
+    from streamkm.service.checkpoint import checkpoint_files, read_checkpoint
+    from streamkm.service.kernel_label import AUTO_KERNELS, kernel_label, meta_kernel
+
+    model = config.model
+    folder = Path(config.checkpoint.dir)
+    for path in reversed(checkpoint_files(folder) if folder.is_dir() else []):
+        try:
+            meta = read_checkpoint(path).model_meta
+        except StateError:
+            continue
+        in_use, reason = meta_kernel(meta)
+        if in_use is None:
+            break
+        why = f": {reason}" if reason else ""
+        return f"in use: {kernel_label(model.kernel, model.gamma, in_use)} ({path.name}{why})"
+    if model.kernel in AUTO_KERNELS and model.gamma in (None, "auto"):
+        return (f"gamma = \"auto\": {model.kernel} itself or the heat, anchor or level_set "
+                f"kernel, chosen on the first batch")
+    return None
+
+
 def cmd_config_show(args: argparse.Namespace) -> int:
-    """``streamkm config show -c FILE``: the effective configuration as TOML."""
+    """``streamkm config show -c FILE``: the effective configuration as TOML, with the
+    kernel in use beside ``model.kernel``."""
     from streamkm.service.config_view import config_to_toml
 
     config = _load_config(args.config)
     if config is None:
         return EXIT_CONFIG
-    sys.stdout.write(config_to_toml(config))
+    sys.stdout.write(config_to_toml(config, kernel_note=_kernel_note(config)))
     return EXIT_OK
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     """``streamkm config check -c FILE``: validate, show, and check the environment."""
     from streamkm.service.config_view import config_to_toml
-    from streamkm.service.preflight import existing_outputs, preflight
+    from streamkm.service.env_check import ignored_environment
+    from streamkm.service.preflight import checkpoint_findings, existing_outputs, preflight
 
     config = _load_config(args.config)
     if config is None:
         return EXIT_CONFIG
     sys.stdout.write(config_to_toml(config))
-    findings = preflight(config, network=True)
+    findings = sorted(preflight(config, network=True) + checkpoint_findings(config)
+                      + ignored_environment(os.environ), key=lambda f: f.severity != "error")
     outputs = existing_outputs(config)
     if outputs:
         names = ", ".join(repr(str(p)) for p in outputs)
@@ -247,10 +320,26 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return EXIT_CONFIG if errors else EXIT_OK
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """``streamkm demo``: generate a drifting stream and cluster it live."""
+def _port_in_use(port: int) -> str | None:
+    """Why 127.0.0.1:``port`` cannot be listened on, or ``None`` if it can.
+
+    The probe sets ``SO_REUSEADDR`` like the metrics listener does, so a port whose last
+    connections linger in TIME_WAIT (a demo stopped a moment ago) is free, as it is for
+    the listener.
+    """
     import socket
 
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``streamkm demo``: generate a drifting stream and cluster it live."""
     from streamkm.service.demo import DriftingStream, StatusLine, StreamWriter, demo_config
     from streamkm.service.demo import dump_config
     from streamkm.logs import configure_logging
@@ -259,12 +348,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     state = Path(args.state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
     port = args.metrics_port
-    if port:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                port = 0
+    busy = _port_in_use(port) if port else None
+    if busy is not None:
+        _error(f"--metrics-port {port}: 127.0.0.1:{port} is in use ({busy}); stop what "
+               f"listens there, or pass another port (--metrics-port 0: any free port)")
+        return EXIT_CONFIG
     try:
         config = demo_config(state, metrics_port=port)
     except ConfigError as exc:
@@ -275,10 +363,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     stream_file = config.source.paths[0]
     stream_file.touch()
     stop = threading.Event()
+    max_bytes = int(args.max_stream_mb * 1e6)
     writer = StreamWriter(stream_file, DriftingStream(seed=args.seed, bad_fraction=0.001),
-                          args.rate, stop)
+                          args.rate, stop, max_bytes=max_bytes)
     service = Service(config, reset_model=args.reset_model)
     _install_stop_handlers(service.request_stop)
+    _say_if_compiling()
     try:
         service.start()
     except (ConfigError, CheckpointError, StateError, OSError) as exc:
@@ -288,7 +378,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if service.metrics_server is not None and service.cluster_view is not None:
         out.write(f"streamkm demo: watch the clusters at {service.metrics_server.base_url}/\n")
     out.write(f"streamkm demo: state in {state}\n")
-    out.write(f"  stream   {stream_file} ({args.rate:g} records/s)\n")
+    out.write(f"  stream   {stream_file} ({args.rate:g} records/s; at {args.max_stream_mb:g} "
+              f"MB it moves to {writer.rotated.name}, so at most {2 * args.max_stream_mb:g} "
+              f"MB)\n")
+    out.write(f"  model    {config.checkpoint.dir} (the newest {config.checkpoint.keep} "
+              f"checkpoints are kept)\n")
     if service.metrics_server is not None:
         base = service.metrics_server.base_url
         out.write(f"  metrics  {service.metrics_server.url}\n")
@@ -398,6 +492,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="start a fresh model over the latest checkpoint: keep its input "
                           "positions and outputs, discard its model (after a change of a "
                           "model-defining setting)")
+    run.add_argument("--from-start", action="store_true",
+                     help="with --reset-model: read the input files again from their "
+                          "beginning; the checkpoints move to a replaced-<time> folder of "
+                          "[checkpoint] dir and the output files are emptied, so they hold "
+                          "the new model's output only")
     run.add_argument("--on-existing-output", choices=["fail", "truncate", "append", "resume"],
                      default="fail",
                      help="without a checkpoint, what to do with non-empty output files: "
@@ -416,7 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("-c", "--config", required=True, help="TOML configuration file")
     show.set_defaults(func=cmd_config_show)
     check = conf_sub.add_parser("check", help="validate, print the effective configuration "
-                                              "and check paths, ports and brokers (exit 0/2)")
+                                              "and make run's checks: paths, ports, brokers, "
+                                              "the checkpoint's settings, ignored STREAMKM_* "
+                                              "variables (exit 0/2)")
     check.add_argument("-c", "--config", required=True, help="TOML configuration file")
     check.set_defaults(func=cmd_config_check)
 
@@ -429,8 +530,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--duration", type=_positive_float, default=None,
                       help="stop after this many seconds (default: run until Ctrl-C)")
     demo.add_argument("--metrics-port", type=int, default=9108,
-                      help="metrics port on 127.0.0.1, 0 = any free port; a busy port "
-                           "falls back to a free one (default: %(default)s)")
+                      help="port of the live page and metrics on 127.0.0.1, 0 = any free "
+                           "port; a port in use is an error (default: %(default)s)")
+    demo.add_argument("--max-stream-mb", type=_positive_float, default=32.0,
+                      help="size at which the stream file moves to stream.jsonl.1 "
+                           "(replacing the older one): the stream takes at most twice "
+                           "this (default: %(default)s)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the generated stream")
     demo.add_argument("--log-level", choices=levels, help="log level (default: warning)")
     demo.add_argument("--reset-model", action="store_true",
@@ -467,9 +572,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``streamkm`` console script; returns the exit code."""
+    """Entry point of the ``streamkm`` console script; returns the exit code (130 after a
+    Ctrl-C that came before the stop handlers were installed)."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        sys.stderr.write("\nstreamkm: interrupted\n")
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm._raw_rows import RawRows
+from streamkm._threads import step_threads
 from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import (NoLevelSetError, NotFittedError, ParameterError, StateError,
@@ -440,7 +441,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             )
         init_size = min(n, self.init_size or 3 * self.batch_size)
         init_rows = np.sort(rng.choice(n, size=init_size, replace=False))
-        self._initialize(np.ascontiguousarray(x[init_rows]), rng, landmarks=x)
+        with step_threads():  # the kernel choice's eigh and GEMMs: a step's BLAS limit
+            self._initialize(np.ascontiguousarray(x[init_rows]), rng, landmarks=x)
         x = self._kernel_spec.prepare(x)
         batch = min(self.batch_size, n)
         n_iter = 0
@@ -501,8 +503,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             x = self._validate_X(X, reset=True)
             self._check_raw(raw, x.shape[0], first=True)
             init_size = x.shape[0] if self.init_size is None else min(x.shape[0], self.init_size)
-            self._initialize(x[:init_size], check_random_state(self.random_state),
-                             None if raw is None else raw[:init_size])
+            with step_threads():
+                self._initialize(x[:init_size], check_random_state(self.random_state),
+                                 None if raw is None else raw[:init_size])
             if self._kernel_spec.kind.fitted:
                 self._reservoir = RowReservoir(RESERVOIR_ROWS, x[:0],
                                                None if raw is None else raw[:0])

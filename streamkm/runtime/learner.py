@@ -151,5 +151,9 @@ class RuntimeHook:
     def on_checkpoint(self, runtime: Runtime, reason: str, ok: bool) -> None:
         """A checkpoint was attempted (``ok``: written)."""
 
+    def on_finishing(self, runtime: Runtime) -> None:
+        """A graceful stop: the last batch is processed, the final checkpoint comes next and
+        the sinks are still open."""
+
     def on_stopped(self, runtime: Runtime) -> None:
         """The runtime closed."""

@@ -2,7 +2,9 @@
 
 Between ``service_started`` and ``service_stopped`` the service otherwise only logs what
 changes (checkpoints, model events); the status event says how it is doing, also while it
-waits for input (``"activity": "waiting for records"``, ``records_per_s`` 0)::
+waits for input (``"activity": "waiting for records"``, ``records_per_s`` 0) and while the
+model's first batch fills (``"activity": "collecting the first batch"``,
+``"first_batch_rows": [2000, 3072]``: rows so far and rows it closes at; otherwise ``null``)::
 
     {"event": "status", "activity": "clustering", "records_per_s": 2013.4,
      "records_read": 60400, "records_accepted": 60340, "records_rejected": 60,
@@ -32,12 +34,14 @@ from streamkm.runtime.ticker import TickingHook
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime
 
-__all__ = ["ProgressHook", "install_progress", "WAITING", "CLUSTERING", "lag_and_warnings"]
+__all__ = ["ProgressHook", "install_progress", "WAITING", "CLUSTERING", "FIRST_BATCH",
+           "lag_and_warnings", "first_batch_progress", "first_batch_text"]
 
 _log = logging.getLogger("streamkm.service")
 
 WAITING = "waiting for records"
 CLUSTERING = "clustering"
+FIRST_BATCH = "collecting the first batch"
 _LAG_FAMILY = "streamkm_source_lag"
 _WARNING_FAMILY = "streamkm_warning_active"
 
@@ -52,6 +56,21 @@ def lag_and_warnings(runtime: Runtime) -> tuple[float, list[str]]:
         elif family.name == _WARNING_FAMILY:
             warnings += [s.labels["warning"] for s in family.samples if s.value == 1]
     return total, sorted(warnings)
+
+
+def first_batch_progress(runtime: Any) -> tuple[int, int] | None:
+    """``(rows collected, rows it closes at)`` while the model's first batch fills (records
+    arrived, no model step yet), else ``None``. Safe from any thread."""
+    batcher = getattr(runtime, "batcher", None)
+    if batcher is None or runtime.status.step:
+        return None
+    rows, full = batcher.filling
+    return (rows, full) if rows and full else None
+
+
+def first_batch_text(rows: int, full: int) -> str:
+    """``"collecting the first batch: 2,000 / 3,072 rows"``."""
+    return f"{FIRST_BATCH}: {rows:,} / {full:,} rows"
 
 
 class ProgressHook(TickingHook):
@@ -98,8 +117,11 @@ class ProgressHook(TickingHook):
         lag, warnings = lag_and_warnings(runtime)
         stalled, self._last_stalled = (s.stalled_seconds - self._last_stalled,
                                        s.stalled_seconds)
+        filling = first_batch_progress(runtime)
+        activity = FIRST_BATCH if filling else CLUSTERING if rate > 0 else WAITING
         return {
-            "activity": CLUSTERING if rate > 0 else WAITING,
+            "activity": activity,
+            "first_batch_rows": list(filling) if filling else None,
             "records_per_s": round(rate, 1),
             "records_read": read, "records_accepted": s.records_accepted,
             "records_rejected": s.records_rejected,

@@ -308,8 +308,11 @@ class Runtime:
             log_event(_log, "warning", "stopped_while_stalled", step=self.status.step,
                       target=self.io_health.target, error=self.io_health.error)
         try:
-            if final_checkpoint and self.learner.finish() and self._dirty:
-                self.checkpoint(reason="shutdown")
+            if final_checkpoint and self.learner.finish():
+                for hook in self.hooks:
+                    hook.on_finishing(self)
+                if self._dirty:
+                    self.checkpoint(reason="shutdown")
         finally:
             self.close_parts()
             self.learner.release()

@@ -108,6 +108,9 @@ class Batcher:
         self.next_part = next_part % len(self.keys) if self.keys else 0
         self.dtype = dtype
         self.generation = 0
+        #: ``(valid rows so far, rows it closes at)`` of the batch being collected, readable
+        #: from any thread (a status line); ``(0, 0)`` between two batches.
+        self.filling: tuple[int, int] = (0, 0)
 
     def set_parts(self, parts: dict[str, SourcePartition]) -> None:
         """Replace the partitions (a dynamic source's assignment changed).
@@ -197,6 +200,7 @@ class Batcher:
                                for i, r in zip(rec_ids, accepted))
                     n_valid += len(accepted)
                     accepted_records.extend(accepted)
+                    self.filling = (n_valid, full)
                 rejections.extend(rejected)
             if n_valid >= full:
                 break
@@ -204,13 +208,16 @@ class Batcher:
                 if n_valid >= max(min_valid, 1) or (n_valid == 0 and rejections):
                     break
                 if n_read == 0:
+                    self.filling = (0, 0)
                     return None
             if not progressed:
                 stop = wait(self.poll_interval_s)
                 if self.generation != generation:
+                    self.filling = (0, 0)
                     return None  # the partitions changed while waiting: drop this batch
                 if stop:
                     break
+        self.filling = (0, 0)
         X = stack_batch_rows(chunks, self.dim, self.dtype)
         return Batch(X=X, ids=ids, rejections=rejections, n_read=n_read,
                      positions=self.snapshot(), next_part=self.next_part,

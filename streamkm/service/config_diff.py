@@ -137,9 +137,9 @@ def _refusal(path: str, diff: ConfigDiff) -> str:
 
 
 def check_against_checkpoint(config: ServiceConfig, meta: dict[str, Any], path: str, *,
-                             reset_model: bool = False) -> ConfigDiff:
-    """Compare ``config`` with a checkpoint's; log harmless changes, refuse model-defining
-    ones unless ``reset_model``.
+                             reset_model: bool = False, log: bool = True) -> ConfigDiff:
+    """Compare ``config`` with a checkpoint's; log harmless changes (unless ``log`` is
+    False), refuse model-defining ones unless ``reset_model``.
 
     Raises
     ------
@@ -155,7 +155,7 @@ def check_against_checkpoint(config: ServiceConfig, meta: dict[str, Any], path: 
     diff = compare_configs(stored, current, complete=complete)
     if diff.model_defining and not reset_model:
         raise ConfigError(_refusal(path, diff))
-    if diff:
+    if diff and log:
         log_event(_log, "info" if not diff.model_defining else "warning",
                   "config_changed_since_checkpoint", checkpoint=path,
                   model_defining=diff.model_defining, harmless=diff.harmless,

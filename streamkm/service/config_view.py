@@ -103,14 +103,19 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"no TOML form for {value!r}")
 
 
-def config_to_toml(config: ServiceConfig) -> str:
-    """The effective configuration as TOML, secrets masked (``streamkm config show``)."""
+def config_to_toml(config: ServiceConfig, *, kernel_note: str | None = None) -> str:
+    """The effective configuration as TOML, secrets masked (``streamkm config show``);
+    ``kernel_note`` becomes a comment after ``model.kernel`` (the kernel in use)."""
     lines: list[str] = []
     for name, items in config_sections(config).items():
         tables = {k: v for k, v in items.items() if isinstance(v, dict)}
         lines.append(f"[{name}]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in items.items()
-                     if key not in tables)
+        for key, value in items.items():
+            if key in tables:
+                continue
+            note = f"  # {kernel_note}" if kernel_note and (name, key) == ("model",
+                                                                         "kernel") else ""
+            lines.append(f"{key} = {_toml_value(value)}{note}")
         for key, table in tables.items():
             if table:
                 lines.append(f"\n[{name}.{key}]")

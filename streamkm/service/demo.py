@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from streamkm.runtime.progress import first_batch_progress, first_batch_text
 from streamkm.service.config import ServiceConfig, config_from_mapping
 
 __all__ = ["DriftingStream", "StreamWriter", "StatusLine", "demo_config", "describe_event"]
@@ -122,21 +123,45 @@ def _count_lines(path: Path) -> int:
 
 
 class StreamWriter(threading.Thread):
-    """Appends the demo stream to ``path`` at ``rate`` records per second."""
+    """Appends the demo stream to ``path`` at ``rate`` records per second.
+
+    Once the file holds ``max_bytes`` or more it is renamed to ``<path>.1`` (replacing the
+    older one) and a new file is started at ``path``: the service's file tailer reads the
+    renamed file to its end, then follows the new one, and the stream takes at most about
+    ``2 * max_bytes`` on disk. ``<path>.count`` holds how many records came before the
+    current file, so a restarted writer continues the same numbering.
+    """
 
     def __init__(self, path: Path, stream: DriftingStream, rate: float,
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, *, max_bytes: int | None = None) -> None:
         super().__init__(name="streamkm-demo-writer", daemon=True)
         self.path = path
+        self.rotated = path.with_name(path.name + ".1")
+        self._count_file = path.with_name(path.name + ".count")
         self.stream = stream
         self.rate = rate
+        self.max_bytes = max_bytes
         self.stop_event = stop
-        self.written = _count_lines(path)
+        self.written = self._records_before() + _count_lines(path)
+
+    def _records_before(self) -> int:
+        try:
+            return int(self._count_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _rotate(self) -> None:
+        # the count first: a crash between the two skips numbers, never repeats them
+        tmp = self._count_file.with_name(self._count_file.name + ".tmp")
+        tmp.write_text(str(self.written))
+        os.replace(tmp, self._count_file)
+        os.replace(self.path, self.rotated)
 
     def run(self) -> None:
         tick = 0.1
         owed = 0.0
-        with open(self.path, "ab") as fh:
+        fh = open(self.path, "ab")
+        try:
             while not self.stop_event.wait(tick):
                 owed += self.rate * tick
                 count = int(owed)
@@ -146,6 +171,12 @@ class StreamWriter(threading.Thread):
                 fh.write(self.stream.lines(self.written, count))
                 fh.flush()
                 self.written += count
+                if self.max_bytes is not None and fh.tell() >= self.max_bytes:
+                    fh.close()
+                    self._rotate()
+                    fh = open(self.path, "ab")
+        finally:
+            fh.close()
 
 
 _MERGE_REASONS = {
@@ -203,7 +234,13 @@ class StatusLine(threading.Thread):
         s = self.service.status
         fit = "-" if s.objective is None else f"{s.objective:.4f}"
         state = "converged (assigning only)" if s.converged else "learning"
-        head = f"{rate:6.0f} records/s" if rate > 0 else "waiting for records, 0 records/s"
+        filling = first_batch_progress(self.service)
+        if filling is not None:
+            head = first_batch_text(*filling)
+        elif rate > 0:
+            head = f"{rate:6.0f} records/s"
+        else:
+            head = "waiting for records, 0 records/s"
         return (f"{head} | {s.records_accepted:9d} clustered, "
                 f"{s.records_rejected:4d} rejected | model {state}, {s.clusters} clusters, "
                 f"step {s.step} | mean squared distance to centers {fit}")

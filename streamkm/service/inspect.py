@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from streamkm.service.checkpoint import CheckpointInfo, inspect_checkpoints
+from streamkm.service.kernel_label import kernel_label, meta_kernel
 
 __all__ = ["summarize_checkpoints", "print_checkpoints", "describe_position"]
 
@@ -48,7 +49,11 @@ def _summary(info: CheckpointInfo) -> dict[str, Any]:
     })
     if model:
         params = model.get("params", {})
-        entry["model"] = {"kernel": params.get("kernel"), "n_clusters": len(entry[
+        in_use, reason = meta_kernel(model)
+        entry["model"] = {"kernel": params.get("kernel"), "kernel_in_use": in_use,
+                          "kernel_label": kernel_label(str(params.get("kernel")),
+                                                       params.get("gamma"), in_use),
+                          "kernel_reason": reason, "n_clusters": len(entry[
             "cluster_counts"]) or params.get("n_clusters"), "gamma": model.get("gamma_"),
             "converged": bool(model.get("monitor", {}).get("converged", False)),
             "n_features": model.get("n_features_in")}
@@ -117,7 +122,9 @@ def _print_latest(s: dict[str, Any], out: TextIO) -> None:
         out.write("  model    not initialised yet (no batch processed)\n")
     else:
         gamma = f", gamma {model['gamma']:.6g}" if isinstance(model["gamma"], float) else ""
-        out.write(f"  model    {model['kernel']} kernel{gamma}, {model['n_clusters']} clusters, "
+        why = f" ({model['kernel_reason']})" if model.get("kernel_reason") else ""
+        out.write(f"  model    kernel {model['kernel_label']}{why}{gamma}, "
+                  f"{model['n_clusters']} clusters, "
                   f"{model['n_features']} features, step {s['step']}, "
                   f"converged {'yes' if model['converged'] else 'no'}\n")
         sizes = ", ".join(str(c) for c in s["cluster_counts"])

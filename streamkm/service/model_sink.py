@@ -9,7 +9,9 @@ load` when the service sketches its input):
 * at start, when a model was restored;
 * every ``sinks.model_every_batches`` batches;
 * right after a batch that changed the clusters or the sketch (``split``, ``merge``,
-  ``resketched`` events).
+  ``resketched`` events);
+* at a graceful stop (SIGTERM, Ctrl-C), before the final checkpoint, so the model sink
+  holds the model the checkpoint holds, however few batches the run processed.
 
 The published model has taken ``S`` steps (``n_steps_``). The next batch is assigned with
 exactly this model before the model learns from it, so its assignments carry ``step = S + 1``:
@@ -55,6 +57,9 @@ class ModelPublisher(RuntimeHook):
 
     def on_started(self, runtime: Runtime) -> None:
         self.publish(runtime, "start")
+
+    def on_finishing(self, runtime: Runtime) -> None:
+        self.publish(runtime, "shutdown")
 
     def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
         self._batches += 1

@@ -15,6 +15,8 @@ a TCP connection.
 
 :func:`check_existing_outputs` refuses a start without a checkpoint over non-empty output
 files, which the service could not account for (``--on-existing-output``).
+:func:`checkpoint_findings` is the refusal ``run`` makes of a model-defining setting changed
+since the newest checkpoint (:mod:`streamkm.service.config_diff`), for ``config check``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from streamkm.service.checkpoint import checkpoint_files
 from streamkm.service.config import ServiceConfig, SourceConfig
 
 __all__ = ["Finding", "preflight", "metrics_bind_error", "check_existing_outputs",
-           "existing_outputs", "PROBE_BYTES", "OnExistingOutput"]
+           "existing_outputs", "checkpoint_findings", "empty_files", "PROBE_BYTES", "OnExistingOutput"]
 
 #: Bytes written by the probe of a folder: a file system with less room fails the probe.
 PROBE_BYTES = 64 * 1024
@@ -309,8 +311,37 @@ def check_existing_outputs(config: ServiceConfig, mode: OnExistingOutput) -> lis
             raise ConfigError(f"--on-existing-output=resume: {exc}; use "
                               f"--on-existing-output=truncate or append instead") from None
     if mode == "truncate":
-        for path in found:
-            with open(path, "r+b") as fh:
-                fh.truncate(0)
-                os.fsync(fh.fileno())
+        empty_files(found)
     return found
+
+
+def empty_files(paths: list[Path]) -> None:
+    """Truncate each file to 0 bytes, durably."""
+    for path in paths:
+        with open(path, "r+b") as fh:
+            fh.truncate(0)
+            os.fsync(fh.fileno())
+
+
+def checkpoint_findings(config: ServiceConfig) -> list[Finding]:
+    """The refusal ``streamkm run`` makes of ``config`` against the newest checkpoint that
+    verifies (a changed model-defining setting), as an error; nothing without a checkpoint.
+    Reads only (no temporary file is removed, nothing is logged)."""
+    from streamkm.exceptions import StateError
+    from streamkm.service.checkpoint import read_checkpoint
+    from streamkm.service.config_diff import check_against_checkpoint
+
+    folder = Path(config.checkpoint.dir)
+    if config.scaleout.enabled or not folder.is_dir():
+        return []
+    for path in reversed(checkpoint_files(folder)):
+        try:
+            checkpoint = read_checkpoint(path)
+        except StateError:
+            continue  # run falls back to the previous one too
+        try:
+            check_against_checkpoint(config, checkpoint.meta, str(path), log=False)
+        except ConfigError as exc:
+            return [Finding("error", str(exc))]
+        return []
+    return []

@@ -13,6 +13,7 @@ from streamkm.runtime.progress import install_progress
 from streamkm.runtime.shell import Runtime
 from streamkm.runtime.status import ServiceStatus
 from streamkm.service.config import ServiceConfig
+from streamkm.service.kernel_shown import install_kernel_shown
 from streamkm.service.model_sink import install_model_sink
 from streamkm.sources import Source
 from streamkm.view.hook import install_cluster_view
@@ -51,3 +52,4 @@ class Service(Runtime):
         self.cluster_view = install_cluster_view(self)
         install_progress(self)  # status events and [warnings]
         self.model_publisher = install_model_sink(self)  # [sinks] model
+        install_kernel_shown(self)  # kernel_chosen, streamkm_model_kernel, the page header

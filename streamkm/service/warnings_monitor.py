@@ -7,8 +7,9 @@ off):
   ``source_no_files_after_s`` seconds: a typo, a wrong folder, a producer that never started;
 * ``reject_ratio_high``: more than ``reject_ratio`` of the last ``reject_window`` records
   (whole batches, at least ``min(100, reject_window)`` records) were rejected; the log line
-  names the most frequent reason and quotes one example (``field 'x' has 3 values, expected
-  2: ...``); it clears once the ratio is at most half the threshold;
+  names the most frequent reason, quotes one example (``field 'x' has 3 values, expected
+  2: ...``) and the configuration key the reason points to (``decoding.dim``); it clears once
+  the ratio is at most half the threshold;
 * ``no_accepted_records``: no record was accepted for ``no_accepted_records_after_s``
   seconds (since the start, or since the last accepted record);
 * ``source_unreadable``: an input exists but cannot be read (a directory or FIFO at a
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime
     from streamkm.service.batcher import Batch
 
-__all__ = ["SOURCE_NO_FILES", "REJECT_RATIO_HIGH", "NO_ACCEPTED_RECORDS", "SOURCE_UNREADABLE",
+__all__ = ["REASON_KEYS", "SOURCE_NO_FILES", "REJECT_RATIO_HIGH", "NO_ACCEPTED_RECORDS",
+           "SOURCE_UNREADABLE",
            "WARNINGS", "WarningSwitch", "RejectWindow", "NoFilesWatch", "WarningsHook"]
 
 _log = logging.getLogger("streamkm.service")
@@ -53,6 +55,9 @@ SOURCE_UNREADABLE = "source_unreadable"
 WARNINGS = (SOURCE_NO_FILES, REJECT_RATIO_HIGH, NO_ACCEPTED_RECORDS, SOURCE_UNREADABLE)
 #: Fewest records in the window before the reject ratio is judged.
 MIN_RECORDS = 100
+#: The configuration key a rejection reason most often points to when every record has it.
+REASON_KEYS = {"wrong_dimension": "decoding.dim", "missing_field": "decoding.x_field",
+               "unparseable": "decoding.format", "length_mismatch": "decoding.format"}
 
 
 class WarningSwitch:
@@ -227,9 +232,11 @@ class WarningsHook(TickingHook):
             top = window.top_reason()
             assert top is not None
             reason, count, example = top
+            key = REASON_KEYS.get(reason)
+            hint = f"; if the records are right, check the config key {key}" if key else ""
             switch.update(True, (f"{ratio:.0%} of the last {window.n_read} records were "
                                  f"rejected (threshold {limit:g}); most often {reason} "
-                                 f"({count}), e.g. {example}"),
+                                 f"({count}), e.g. {example}{hint}"),
                           ratio=round(ratio, 4), records=window.n_read,
                           rejected=window.n_rejected, top_reason=reason, top_count=count,
                           example=example)

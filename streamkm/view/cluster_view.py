@@ -10,7 +10,7 @@ batch.
 The JSON document (``GET /api/clusters``)::
 
     {"step": 120, "converged": false, "n_clusters": 4, "updated_at": 1764570000.0,
-     "axes": ["x0", "x1"], "projection": "raw",
+     "kernel": "auto -> heat", "axes": ["x0", "x1"], "projection": "raw",
      "points": {"x": [...], "y": [...], "cluster": [...]},      # one per sampled record
      "clusters": [{"id": 0, "sample_size": 512, "medoid": [x, y]}, ...],
      "objective": [{"step": 1, "time": ..., "objective": 0.12, "converged": false}, ...],
@@ -70,8 +70,10 @@ class ClusterView:
         self._events: deque[dict[str, Any]] = deque(maxlen=max_events)
         self._state: dict[str, Any] = {"step": 0, "converged": False, "n_clusters": 0,
                                        "updated_at": None}
-        self._cache: tuple[tuple[int, int], dict[str, Any]] | None = None
+        self._cache: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         self._n_events = 0
+        #: The kernel label of the page header (``"auto -> heat"``), ``None`` until known.
+        self.kernel: str | None = None
 
     def observe_batch(self, rows: Any, cluster_ids: np.ndarray, sq_distances: np.ndarray, *,
                       step: int, objective: float, converged: bool, n_clusters: int) -> None:
@@ -97,7 +99,7 @@ class ClusterView:
         """The view as a JSON-able dict (see the module docstring); thread-safe."""
         snap = self.sample.snapshot()
         with self._lock:
-            key = (snap.version, self._n_events)
+            key = (snap.version, self._n_events, self.kernel)
             if self._cache is not None and self._cache[0] == key:
                 return self._cache[1]
             state = dict(self._state)
@@ -113,6 +115,7 @@ class ClusterView:
                              "medoid": [float(v) for v in plane.coords[central]]})
         doc = {
             **state,
+            "kernel": self.kernel,
             "axes": list(plane.axes),
             "projection": plane.method,
             "points": {"x": np.round(plane.coords[:, 0], 5).tolist(),

@@ -22,6 +22,10 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#e7969c")
 
 
+#: State arrays of a kernel fitted on records (input rows), and what to call them.
+_KERNEL_ROWS = {"kernel_landmarks": "landmark rows", "kernel_anchors": "anchor rows"}
+
+
 def cluster_view_of(rows: Any, cluster_ids: np.ndarray, sq_distances: np.ndarray, *,
                     step: int, max_points: int = 5000, random_state: int = 0
                     ) -> dict[str, Any]:
@@ -44,7 +48,7 @@ def render_png(doc: dict[str, Any], path: str | Path, *, title: str | None = Non
     Raises
     ------
     ConfigError
-        When matplotlib is not installed (``pip install streamkm[plot]``).
+        When matplotlib is not installed (``pip install -e '.[plot]'`` in a checkout).
     """
     try:
         import matplotlib
@@ -53,8 +57,8 @@ def render_png(doc: dict[str, Any], path: str | Path, *, title: str | None = Non
         import matplotlib.pyplot as plt
     except ImportError as exc:  # optional dependency
         raise ConfigError(
-            "streamkm plot needs matplotlib: pip install 'streamkm[plot]' "
-            f"(import failed: {exc})") from exc
+            "streamkm plot needs matplotlib: pip install -e '.[plot]' in a checkout of "
+            f"streamkm, or pip install matplotlib (import failed: {exc})") from exc
     pts = doc["points"]
     x, y = np.asarray(pts["x"]), np.asarray(pts["y"])
     ids = np.asarray(pts["cluster"], dtype=np.int64)
@@ -86,8 +90,11 @@ def checkpoint_view(directory: str | Path, *, data: str | Path | None = None,
 
     With ``data`` (JSON lines or CSV, decoded like the service decodes them: ``.csv`` files
     as CSV with a header, anything else as JSON lines) the model assigns those records;
-    without it the picture shows the rows the model keeps (each center's support rows: the
-    recent records it is made of). Returns the document and a title.
+    without it the picture shows the rows the model keeps: each center's support rows (the
+    recent records it is made of), or for a kernel whose centers have no support rows the
+    rows the kernel was fitted on (heat: landmarks; anchor, level_set: anchors), coloured as
+    the model assigns them. A linear model keeps no records: it needs ``data``. Returns the
+    document and a title.
     """
     from streamkm.service.config import DecodingConfig
     from streamkm.service.model_export import latest_valid_checkpoint, model_from_checkpoint
@@ -118,13 +125,27 @@ def checkpoint_view(directory: str | Path, *, data: str | Path | None = None,
         return cluster_view_of(rows, cluster_ids, sq[np.arange(len(labels)), labels],
                                step=step, max_points=max_points), title
     arrays, _meta = engine.get_state()
-    if "support_rows" not in arrays:
-        raise ConfigError("this model keeps explicit centroids and no support rows (linear "
-                          "kernel): give records to draw with --data FILE")
-    rows = arrays["support_rows"]
-    offsets = arrays["support_offsets"]
-    labels = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-    sq = np.asarray(engine.transform(rows))[np.arange(len(labels)), labels]
-    title = f"support rows of the model at step {step} ({checkpoint.path.name})"
+    kernel = engine.kernel_.name
+    if "support_rows" in arrays:
+        rows = arrays["support_rows"]
+        offsets = arrays["support_offsets"]
+        labels = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+        sq = np.asarray(engine.transform(rows))[np.arange(len(labels)), labels]
+        what = "support rows of the model"
+    else:
+        # a graph kernel's centers live in its feature space; the rows it was fitted on
+        # (landmarks, anchors) are records, drawn as the model assigns them
+        name = next((n for n in _KERNEL_ROWS if n in arrays), None)
+        if name is None:
+            raise ConfigError(
+                f"the {kernel} kernel's model keeps its {engine.n_clusters_} centroids and no "
+                f"records to draw: give records with --data FILE (JSON lines, or .csv with "
+                f"a header)")
+        rows = arrays[name]
+        dist = np.asarray(engine.transform(rows))
+        labels = np.argmin(dist, axis=1)
+        sq = dist[np.arange(len(labels)), labels]
+        what = f"the {kernel} kernel's {_KERNEL_ROWS[name]}"
+    title = f"{what} at step {step} ({checkpoint.path.name})"
     return cluster_view_of(rows, engine.cluster_ids_[labels], sq, step=step,
                            max_points=max_points), title

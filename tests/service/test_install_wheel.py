@@ -102,3 +102,32 @@ def test_wheel_installs_in_fresh_venv_and_runs_demo(tmp_path: Path) -> None:
                             "import streamkm, streamkm_connectors; print(streamkm.__file__)"],
                            env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert str(venv) in where.stdout, where.stderr
+
+
+def _readme_wheel_commands() -> list[str]:
+    """The command lines of the README's "build a wheel" block."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("Or build a wheel once", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_readme_wheel_build_works_with_the_system_python(tmp_path: Path) -> None:
+    """The README's build lines (those before the wheel's install), as written, in a fresh
+    clone, with the system's ``python3`` first on ``PATH`` (on Debian an externally managed
+    Python, where ``pip install`` outside a virtual environment is refused); only the build
+    environment's folder is moved under the test's own."""
+    if not (REPO / ".git").exists():
+        pytest.skip("needs a git checkout to list the source files")
+    commands = _readme_wheel_commands()
+    install = next(i for i, line in enumerate(commands) if "dist/streamkm-*.whl" in line)
+    build = " && ".join(commands[:install]).replace("/tmp/build-env", str(tmp_path / "b"))
+    assert build
+    source = _source_tree(tmp_path / "src")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"/usr/bin:/bin:{env.get('PATH', '')}"
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", build], cwd=source, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    (wheel,) = (source / "dist").glob("streamkm-*-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        assert "streamkm/cli.py" in zf.namelist()

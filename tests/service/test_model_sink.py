@@ -130,3 +130,31 @@ def test_model_topic_is_keyed_by_step_and_predicts_the_assignments(kafka_broker:
                 a["cluster"] for a in made]
             checked += 1
     assert checked >= 2
+
+
+@pytest.mark.integration
+def test_a_short_run_and_a_resumed_run_leave_the_model_of_their_last_step(tmp_path: Path
+                                                                          ) -> None:
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, blob_rows(400))
+    config = service_config(tmp_path, data)
+    model_file = tmp_path / "out" / "model.npz"
+    output = tmp_path / "out" / "assignments.jsonl"
+    env = {"STREAMKM_SINKS__MODEL": "out/model.npz"}  # every 50 batches: never in this run
+
+    def run_to(n_assigned: int) -> int:
+        service = RunningService(config, env=env)
+        try:
+            service.wait_until(lambda: count_lines(output) >= n_assigned)
+        finally:
+            assert service.stop() == 0
+        return max(a["step"] for a in _assignments(output))
+
+    first_step = run_to(400)
+    assert first_step < 50
+    assert int(MiniBatchKernelKMeans.load(model_file).n_steps_) == first_step
+
+    write_jsonl(data, blob_rows(300, seed=1, start=400), append=True)
+    second_step = run_to(700)
+    assert second_step > first_step
+    assert int(MiniBatchKernelKMeans.load(model_file).n_steps_) == second_step

@@ -151,3 +151,24 @@ def test_terminal_gets_the_live_status_line_unless_no_status(tmp_path: Path) -> 
     # two status events: more than a second of running, when the line would be drawn
     quiet = _run_on_terminal(config, "--no-status", until=lambda out: _status_events(out) >= 2)
     assert b"records/s |" not in quiet and b"\x1b[2K" not in quiet
+
+
+def test_status_counts_the_rows_of_the_first_batch_while_it_fills(tmp_path: Path) -> None:
+    data = tmp_path / "features.jsonl"
+    write_jsonl(data, blob_rows(2000))
+    config = service_config(tmp_path, data, extra=_FAST)
+    service = RunningService(config, "--status", env={
+        "STREAMKM_BATCHING__FIRST_BATCH_SIZE": "3072",
+        "STREAMKM_BATCHING__FIRST_BATCH_WAIT_MS": "600000"})
+    text = "collecting the first batch: 2,000 / 3,072 rows"
+    try:
+        service.wait_until(lambda: text in service.stderr()
+                           and any(e.get("first_batch_rows") == [2000, 3072]
+                                   for e in _named(service, "status")))
+        assert all(e["activity"] == "collecting the first batch"
+                   for e in _named(service, "status") if e.get("first_batch_rows"))
+        write_jsonl(data, blob_rows(1072, seed=1, start=2000), append=True)
+        service.wait_until(lambda: any(e["step"] > 0 and e["first_batch_rows"] is None
+                                       for e in _named(service, "status")))
+    finally:
+        assert service.stop() == 0

@@ -82,7 +82,7 @@ def test_inspect_summary_explains_csv_header_and_positions(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("latest valid checkpoint: checkpoint-")
-    assert "rbf kernel" in out and "3 clusters" in out and "2 features" in out
+    assert "kernel auto -> rbf" in out and "3 clusters" in out and "2 features" in out
     assert "read 3001 = accepted 3000 + rejected 0 + 1 CSV header line skipped" in out
     size = data.stat().st_size
     assert f"{data}: offset {size} (of {size} bytes, 0 bytes still to read)" in out

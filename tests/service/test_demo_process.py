@@ -1,0 +1,153 @@
+"""``streamkm demo`` as a real process keeps its word: the port it is given or a one-line
+error, a stream file that stays bounded, "stopping" on the first Ctrl-C and an immediate
+exit 130 without a traceback on the second."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from streamkm.service.checkpoint import CheckpointStore
+from tests.helpers.processes import free_port, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def _demo(state: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "streamkm.cli", "demo", "--state-dir", str(state), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class _Collect(threading.Thread):
+    """Everything a pipe says, readable while the process runs."""
+
+    def __init__(self, pipe) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.text = pipe, ""
+
+    def run(self) -> None:
+        for line in self.pipe:
+            self.text += line
+
+
+def _port_in_time_wait() -> int:
+    """A port whose server side (a listener like the demo's, with ``SO_REUSEADDR``) closed
+    first, so its connection lingers in TIME_WAIT: a demo stopped a moment ago."""
+    port = free_port()
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = server.accept()
+        conn.close()  # the side that closes first keeps TIME_WAIT
+        time.sleep(0.1)
+        client.close()
+    return port
+
+
+def test_busy_port_is_a_one_line_error_with_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "streamkm.cli", "demo", "--state-dir", str(tmp_path),
+             "--metrics-port", str(port), "--duration", "5"],
+            capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert f"--metrics-port {port}" in lines[0] and "--metrics-port 0" in lines[0]
+    assert "127.0.0.1:" not in proc.stdout  # no other address offered instead
+
+
+@pytest.mark.slow
+def test_port_in_time_wait_is_used_as_given(tmp_path: Path) -> None:
+    port = _port_in_time_wait()
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # a probe without SO_REUSEADDR calls it busy
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamkm.cli", "demo", "--state-dir", str(tmp_path),
+         "--metrics-port", str(port), "--duration", "3"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"watch the clusters at http://127.0.0.1:{port}/" in proc.stdout
+
+
+@pytest.mark.slow
+def test_stream_file_moves_aside_at_its_bound_and_is_read_across(tmp_path: Path) -> None:
+    bound = 200_000
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamkm.cli", "demo", "--state-dir", str(tmp_path),
+         "--metrics-port", "0", "--duration", "12", "--rate", "4000",
+         "--max-stream-mb", str(bound / 1e6)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "at most 0.4 MB" in proc.stdout and "newest 3 checkpoints are kept" in proc.stdout
+    stream, rotated = tmp_path / "stream.jsonl", tmp_path / "stream.jsonl.1"
+    assert rotated.exists()
+    one_write = 4000 * 0.1 * 60  # the writer checks the size after each 0.1 s of lines
+    assert rotated.stat().st_size < bound + one_write
+    assert stream.stat().st_size < bound + one_write
+    assert len(list((tmp_path / "checkpoints").glob("checkpoint-*.npz"))) <= 3
+    # the numbering continues in the new file, and the service read past the rotation
+    before = int((tmp_path / "stream.jsonl.count").read_text())
+    first = next(json.loads(line) for line in stream.read_bytes().splitlines()
+                 if line.startswith(b'{"id":'))
+    assert before - 2 < first["id"] <= before + 2  # a malformed first line skips a number
+    ckpt = CheckpointStore(tmp_path / "checkpoints").load_latest()
+    seen = ckpt.counters["records_accepted"] + ckpt.counters["records_rejected"]
+    assert seen > stream.read_bytes().count(b"\n")
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_then_quits_at_once_with_130(tmp_path: Path) -> None:
+    proc = _demo(tmp_path, "--metrics-port", "0", "--rate", "3000")
+    out, err = _Collect(proc.stdout), _Collect(proc.stderr)
+    out.start()
+    err.start()
+    try:
+        wait_until(lambda: "clustered" in out.text, 300, "the first status line", [proc])
+        proc.send_signal(signal.SIGINT)
+        wait_until(lambda: "stopping (Ctrl-C again to quit now)" in err.text, 60,
+                   "the stopping line")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130, out.text + err.text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out.join(5)
+    err.join(5)
+    assert "Traceback" not in err.text and "KeyboardInterrupt" not in err.text, err.text
+
+
+@pytest.mark.slow
+def test_one_ctrl_c_stops_cleanly(tmp_path: Path) -> None:
+    proc = _demo(tmp_path, "--metrics-port", "0", "--rate", "3000")
+    out, err = _Collect(proc.stdout), _Collect(proc.stderr)
+    out.start()
+    err.start()
+    try:
+        wait_until(lambda: "clustered" in out.text, 300, "the first status line", [proc])
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 0, out.text + err.text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out.join(5)
+    err.join(5)
+    assert "stopping (Ctrl-C again to quit now)" in err.text
+    assert "stopped:" in out.text and "Traceback" not in err.text
+    assert CheckpointStore(tmp_path / "checkpoints").load_latest() is not None
