@@ -33,8 +33,15 @@ forbids blocking client calls there; the listener therefore only seeks and pause
 one blocking lookup (the committed offset of a released partition) happens right after
 ``poll`` returns, the partition staying paused until then.
 
-Each partition buffers what the consumer fetched until the service asks for it; above
-``max_buffered_records`` the partition is paused and resumed once drained (backpressure).
+Each partition buffers what the consumer fetched until the service asks for it. Backpressure
+never pauses a partition: kafka-python sets aside the fetched records of a paused partition
+and may never hand them back after the resume (its in-line records slot is only refilled when
+empty, so the partition is neither returned nor fetched again: the source stalls with nothing
+paused and nothing buffered). Instead the source bounds what it takes: each ``poll`` asks the
+consumer for at most ``max_buffered_records`` minus the fullest partition's buffer (at least
+one record, so the group protocol keeps running on every poll; the service drains its buffers
+between polls). The consumer keeps what it did not hand out, position included; it fetches a partition again only once its fetched records were taken, so
+its own memory stays bounded by one fetch per partition and nothing is fetched twice.
 Messages larger than ``max_record_bytes`` are handed out with ``error="oversized"`` (first
 KiB kept) and end up in the dead-letter sink.
 
@@ -120,7 +127,6 @@ class KafkaPartition:
         #: partition with transactional outputs, look up the committed offset first);
         #: nothing is fetched or handed out before.
         self.resolved = not (offset is not None and (released or self.replays))
-        self.backpressure_paused = False
         self.closed = False
 
     # ------------------------------------------------------------------ SourcePartition
@@ -238,7 +244,8 @@ class KafkaSource:
     max_record_bytes : int
         Larger message values become ``oversized`` records.
     max_buffered_records : int
-        Per-partition buffer size above which fetching the partition is paused.
+        Most fetched records a partition buffers: a poll takes no more than the fullest
+        buffer has room for (see the module docstring).
     commit_timeout_ms : int
         Timeout of the final synchronous commit at :meth:`close` and of the committed-offset
         lookup for released partitions.
@@ -400,11 +407,11 @@ class KafkaSource:
         if consumer is None:
             time.sleep(min(timeout_s, self._client.seconds_to_next_attempt()))
             return
-        self._resume_drained(consumer)
         from kafka.errors import KafkaError
 
         try:
-            fetched = consumer.poll(timeout_ms=int(timeout_s * 1000))
+            fetched = consumer.poll(timeout_ms=int(timeout_s * 1000),
+                                    max_records=self._intake())
         except Exception as exc:
             fetched = {}
             if not self._skip_undecodable(consumer, exc):
@@ -418,9 +425,6 @@ class KafkaSource:
             if part is None or not part.resolved or part.closed:
                 continue
             part.accept(messages, self.max_record_bytes)
-            if part.buffered >= self.max_buffered_records and not part.backpressure_paused:
-                consumer.pause(tp)
-                part.backpressure_paused = True
         self._client.probe("consumer-metrics")
         self._update_lag()
 
@@ -585,12 +589,18 @@ class KafkaSource:
         consumer.seek(tp, offset + 1)
         return True
 
-    def _resume_drained(self, consumer: Any) -> None:
-        low = self.max_buffered_records // 2
-        for tp, part in self._parts.items():
-            if part.backpressure_paused and part.buffered <= low:
-                consumer.resume(tp)
-                part.backpressure_paused = False
+    def _intake(self) -> int:
+        """Most records the next ``poll`` may take: ``max_poll_records``, or less if the
+        fullest partition buffer has less room (counted as backpressure); at least 1 (the
+        consumer needs a positive count and keeps the rest, position included)."""
+        fullest = max((part.buffered for part in self._parts.values()), default=0)
+        limit = int(self.settings.get("max_poll_records", 500))
+        room = self.max_buffered_records - fullest
+        if room < limit:
+            limit = max(1, room)
+            if self.metrics is not None:
+                self.metrics.backpressure.inc()
+        return limit
 
     def _update_lag(self) -> None:
         if self.metrics is None:

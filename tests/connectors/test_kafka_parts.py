@@ -54,7 +54,7 @@ class FakeConsumer:
     def highwater(self, tp: Any) -> int:
         return 10
 
-    def poll(self, timeout_ms: int = 0) -> dict[Any, list[Any]]:
+    def poll(self, timeout_ms: int = 0, max_records: int = 500) -> dict[Any, list[Any]]:
         out = {tp: msgs for tp, msgs in self.to_fetch.items() if tp not in self.paused}
         self.to_fetch = {}
         return out
