@@ -7,7 +7,7 @@ Run from the repository root:
 Every table times its contenders interleaved (A, B, A, B, ...) and reports the median with
 (min-max) over the repeats. Tables 1-6 run the engine on one thread (``streamkm.num_threads(1)``,
 BLAS held to one thread inside a step) and their reference GEMMs on one BLAS thread too, so
-ratios compare like with like; table 7 compares 1 and 2 threads. Every step in every table
+ratios compare like with like; table 7 compares 1 and 2 threads and the default. Every step in every table
 updates the model (``tol=0``, the model never converges) unless the table says otherwise.
 
 Prints the markdown tables of docs/benchmarks.md, section "engine":
@@ -17,23 +17,25 @@ Prints the markdown tables of docs/benchmarks.md, section "engine":
 4. rbf mini-batch vs exact full-batch kernel k-means at n = 20,000, d = 64;
 5. the grid k x b x d: step / (GEMM + exp over the step's own kernel block);
 6. float32 vs float64 step throughput;
-7. 1 vs 2 threads: step speed-up and the GEMM's own speed-up.
+7. 1 vs 2 threads vs the default, by batch size: step speed-ups and the GEMM's own.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import resource
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import psutil
 from threadpoolctl import ThreadpoolController
 
 from streamkm import MiniBatchKernelKMeans, num_threads
-from streamkm._threads import row_chunks
+from streamkm._threads import block_threads, row_chunks
 from streamkm.batch import KernelKMeans
 
 BLAS = ThreadpoolController()
@@ -181,12 +183,14 @@ def cpu_timed(fn: Callable[[], object]) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def warm_model(k: int, b: int, d: int, dtype: type, seed: int = 0
+def warm_model(k: int, b: int, d: int, dtype: type, seed: int = 0, **params: Any
                ) -> tuple[MiniBatchKernelKMeans, MixtureStream]:
     """A model in steady state: enough updating steps for the supports to fill up (tau rows
-    per center, or as many as the truncation keeps), capped at 30 steps."""
+    per center, or as many as the truncation keeps), capped at 30 steps. ``params`` go to
+    the model."""
     stream = MixtureStream(d, k, seed=seed)
-    model = MiniBatchKernelKMeans(k, batch_size=b, tau=TAU, tol=0.0, n_init=1, random_state=0)
+    model = MiniBatchKernelKMeans(k, batch_size=b, tau=TAU, tol=0.0, n_init=1, random_state=0,
+                                  **params)
     model.step(stream.batch(max(b, 2 * k)).astype(dtype))
     for _ in range(min(30, math.ceil(1.5 * k * TAU / b) + 2)):
         model.step(stream.batch(b).astype(dtype))
@@ -283,29 +287,44 @@ def bench_dtypes(k: int, b: int, d: int, repeats: int) -> None:
           f"the GEMM alone: {gtext}.")
 
 
-def bench_threads(k: int, b: int, d: int, repeats: int) -> None:
-    print(f"\n### 7. Threads: 1 vs 2 (rbf, float64, k={k}, b={b}, d={d}, tau={TAU}, every step updates)\n")
-    model, stream = warm_model(k, b, d, np.float64)
-    n_cols = int(model._centers.support_sizes().sum()) + b
-    y = np.random.default_rng(3).normal(size=(n_cols, d))
-    steps: dict[int, list[float]] = {1: [], 2: []}
-    gemms: dict[int, list[float]] = {1: [], 2: []}
-    for _ in range(repeats):
-        for n in (1, 2):
-            x = stream.batch(b)
-            with num_threads(n):
-                steps[n].append(timed(lambda: model.step(x)))
-            with BLAS.limit(limits=n, user_api="blas"):
-                gemms[n].append(timed(lambda: x @ y.T))
-    print(f"GEMM: ({b} x {d}) @ ({d} x {n_cols}) with BLAS on 1 and 2 threads.\n")
-    print("| threads | step (ms) | GEMM (ms) |")
-    print("|---:|---:|---:|")
-    for n in (1, 2):
-        print(f"| {n} | {summary(steps[n])} | {summary(gemms[n])} |")
-    s_med, s_text = ratio_summary(steps[1], steps[2])
-    g_med, g_text = ratio_summary(gemms[1], gemms[2])
-    print(f"\nStep speed-up 1 -> 2 threads: {s_text}; GEMM speed-up: {g_text}; "
-          f"step speed-up / GEMM speed-up: {s_med / g_med:.2f}.")
+def bench_threads(k: int, bs: list[int], d: int, repeats: int) -> None:
+    print(f"\n### 7. Threads: 1, 2 and the default (rbf with the median width, float64, k={k}, "
+          f"d={d}, tau={TAU}, "
+          f"every step updates)\n")
+    print("Wall-clock per step, interleaved (1, 2, default, in a rotating order, then the GEMMs) "
+          "in every repeat; the block "
+          "is the step's first kernel block (b x support rows); the GEMM is "
+          "(b x d) @ (d x block columns) with BLAS on 1 and 2 threads.\n")
+    print(f"1-minute load average at the start: {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs; the default threads column is the count the default "
+          f"chose at the end.\n")
+    print("| b | block values | default threads | 1 thread (ms) | 2 threads (ms) | default (ms) "
+          "| 1 -> 2 step speed-up | 1 -> default | GEMM 1 -> 2 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for b in bs:
+        model, stream = warm_model(k, b, d, np.float64, gamma="median")  # rbf at every b
+        n_cols = int(model._centers.rows.shape[0])
+        y = np.random.default_rng(3).normal(size=(n_cols, d))
+        steps: dict[str, list[float]] = {"1": [], "2": [], "default": []}
+        gemms: dict[int, list[float]] = {1: [], 2: []}
+        names = list(steps)
+        for repeat in range(repeats):
+            for name in names[repeat % 3:] + names[:repeat % 3]:  # each goes first in turn
+                x = stream.batch(b)
+                if name == "default":
+                    steps[name].append(timed(lambda: model.step(x)))
+                else:
+                    with num_threads(int(name)):
+                        steps[name].append(timed(lambda: model.step(x)))
+            for n in (1, 2):
+                with BLAS.limit(limits=n, user_api="blas"):
+                    gemms[n].append(timed(lambda: x @ y.T))
+        auto = block_threads(b, n_cols)
+        two = ratio_summary(steps["1"], steps["2"])[1]
+        default = ratio_summary(steps["1"], steps["default"])[1]
+        gemm = ratio_summary(gemms[1], gemms[2])[1]
+        print(f"| {b} | {b * n_cols:,} | {auto} | {summary(steps['1'])} | {summary(steps['2'])} "
+              f"| {summary(steps['default'])} | {two} | {default} | {gemm} |")
 
 
 def main() -> None:
@@ -331,7 +350,7 @@ def main() -> None:
     if 6 in tables:
         bench_dtypes(K, B, D, max(args.repeats, 10))
     if 7 in tables:
-        bench_threads(K, B, D, max(args.repeats, 25))
+        bench_threads(K, [256, 1024, 2048, 4096, 8192], D, max(args.repeats, 15))
 
 
 if __name__ == "__main__":

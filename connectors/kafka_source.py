@@ -29,12 +29,24 @@ and commits first; lost partitions (the member was evicted) are checkpointed but
 committed.
 
 kafka-python runs rebalance listeners on its IO thread while the polling thread waits, and
-forbids blocking client calls there; the listener therefore only seeks and pauses, and the
-one blocking lookup (the committed offset of a released partition) happens right after
-``poll`` returns, the partition staying paused until then.
+forbids blocking client calls there; the listener therefore only seeks, and the one
+blocking lookup (the committed offset of a released partition) happens right after ``poll``
+returns. Until then the partition hands nothing out: what the consumer returns for it is
+dropped, and the seek to the settled offset makes the consumer fetch it again from there.
 
-Each partition buffers what the consumer fetched until the service asks for it; above
-``max_buffered_records`` the partition is paused and resumed once drained (backpressure).
+The source never leaves a partition paused across a ``poll``: kafka-python sets aside the
+fetched records of a paused partition and may never hand them back after the resume (its
+in-line records slot is only refilled when empty, and a partition with records set aside is
+not fetched again), so the partition would stall with nothing paused and nothing buffered.
+A newly assigned partition is paused in the assignment callback and resumed there as soon as
+the service built it, before the consumer hands out anything.
+
+Each partition buffers what the consumer fetched until the service asks for it. Backpressure
+pauses nothing either; the source bounds what it takes: each ``poll`` asks the
+consumer for at most ``max_buffered_records`` minus the fullest partition's buffer (at least
+one record, so the group protocol keeps running on every poll; the service drains its buffers
+between polls). The consumer keeps what it did not hand out, position included; it fetches a partition again only once its fetched records were taken, so
+its own memory stays bounded by one fetch per partition and nothing is fetched twice.
 Messages larger than ``max_record_bytes`` are handed out with ``error="oversized"`` (first
 KiB kept) and end up in the dead-letter sink.
 
@@ -120,7 +132,6 @@ class KafkaPartition:
         #: partition with transactional outputs, look up the committed offset first);
         #: nothing is fetched or handed out before.
         self.resolved = not (offset is not None and (released or self.replays))
-        self.backpressure_paused = False
         self.closed = False
 
     # ------------------------------------------------------------------ SourcePartition
@@ -238,7 +249,8 @@ class KafkaSource:
     max_record_bytes : int
         Larger message values become ``oversized`` records.
     max_buffered_records : int
-        Per-partition buffer size above which fetching the partition is paused.
+        Most fetched records a partition buffers: a poll takes no more than the fullest
+        buffer has room for (see the module docstring).
     commit_timeout_ms : int
         Timeout of the final synchronous commit at :meth:`close` and of the committed-offset
         lookup for released partitions.
@@ -358,12 +370,9 @@ class KafkaSource:
             old.closed = True
         part = KafkaPartition(self, tp, resume_state, replay_committed=self.replay_committed)
         self._parts[tp] = part
-        if not part.resolved:
-            consumer.pause(tp)  # until the committed offset was looked up after poll
-        else:
-            if part.next_offset is not None:
-                consumer.seek(tp, part.next_offset)
-            consumer.resume(tp)
+        if part.resolved and part.next_offset is not None:
+            consumer.seek(tp, part.next_offset)
+        consumer.resume(tp)  # an unsettled partition drops what it gets until it is settled
         return part
 
     def _forget(self, part: KafkaPartition) -> None:
@@ -400,11 +409,11 @@ class KafkaSource:
         if consumer is None:
             time.sleep(min(timeout_s, self._client.seconds_to_next_attempt()))
             return
-        self._resume_drained(consumer)
         from kafka.errors import KafkaError
 
         try:
-            fetched = consumer.poll(timeout_ms=int(timeout_s * 1000))
+            fetched = consumer.poll(timeout_ms=int(timeout_s * 1000),
+                                    max_records=self._intake())
         except Exception as exc:
             fetched = {}
             if not self._skip_undecodable(consumer, exc):
@@ -412,15 +421,12 @@ class KafkaSource:
                     raise
                 self._log_poll_error(exc)
                 time.sleep(min(timeout_s, 0.1))
-        self._settle_released(consumer)
+        settled = self._settle_released(consumer)
         for tp, messages in fetched.items():
             part = self._parts.get(tp)
-            if part is None or not part.resolved or part.closed:
-                continue
+            if part is None or not part.resolved or part.closed or tp in settled:
+                continue  # fetched before the start was settled: fetched again after the seek
             part.accept(messages, self.max_record_bytes)
-            if part.buffered >= self.max_buffered_records and not part.backpressure_paused:
-                consumer.pause(tp)
-                part.backpressure_paused = True
         self._client.probe("consumer-metrics")
         self._update_lag()
 
@@ -539,9 +545,11 @@ class KafkaSource:
         if self._listener is not None and tps:
             self._listener.on_assigned([part_key(tp.topic, tp.partition) for tp in tps])
 
-    def _settle_released(self, consumer: Any) -> None:
+    def _settle_released(self, consumer: Any) -> set[Any]:
         """Resolve the start of released partitions: max(checkpointed, committed); with
-        transactional outputs of the others: checkpointed, replayed up to committed."""
+        transactional outputs of the others: checkpointed, replayed up to committed. Returns
+        the partitions settled (and sought) now."""
+        settled = set()
         for tp, part in list(self._parts.items()):
             if part.resolved or part.closed:
                 continue
@@ -564,7 +572,8 @@ class KafkaSource:
             part.settle(offset, replay_until)
             if offset is not None:
                 consumer.seek(tp, offset)
-            consumer.resume(tp)
+            settled.add(tp)
+        return settled
 
     def _skip_undecodable(self, consumer: Any, exc: BaseException) -> bool:
         """If ``exc`` is kafka-python failing to parse a fetched record: hand that record out
@@ -585,12 +594,18 @@ class KafkaSource:
         consumer.seek(tp, offset + 1)
         return True
 
-    def _resume_drained(self, consumer: Any) -> None:
-        low = self.max_buffered_records // 2
-        for tp, part in self._parts.items():
-            if part.backpressure_paused and part.buffered <= low:
-                consumer.resume(tp)
-                part.backpressure_paused = False
+    def _intake(self) -> int:
+        """Most records the next ``poll`` may take: ``max_poll_records``, or less if the
+        fullest partition buffer has less room (counted as backpressure); at least 1 (the
+        consumer needs a positive count and keeps the rest, position included)."""
+        fullest = max((part.buffered for part in self._parts.values()), default=0)
+        limit = int(self.settings.get("max_poll_records", 500))
+        room = self.max_buffered_records - fullest
+        if room < limit:
+            limit = max(1, room)
+            if self.metrics is not None:
+                self.metrics.backpressure.inc()
+        return limit
 
     def _update_lag(self) -> None:
         if self.metrics is None:

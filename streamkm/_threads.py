@@ -6,9 +6,13 @@ thread during the step, so n engine threads run n GEMMs side by side and never
 n x (BLAS threads). The numba kernels release the GIL. With one thread the chunks run
 inline (no pool, no hand-off).
 
-The default is :data:`DEFAULT_NUM_THREADS` (chosen from the 1 vs 2 thread measurement in
-docs/benchmarks.md, engine section), capped at the CPUs this process may run on; the
-environment variable ``STREAMKM_NUM_THREADS`` overrides it at import time.
+By default a kernel block gets one thread per whole :data:`PARALLEL_BLOCK_ELEMENTS` values
+(2^22, about four million) it holds, at least one, at most the CPUs this process may run on,
+and only one while the machine is oversubscribed (its 1-minute load average at or above its
+CPU count). A second thread pays only when it has a core to itself and enough work to cover
+the hand-off and the smaller GEMMs: docs/benchmarks.md, engine table 7.
+:func:`set_num_threads` or the environment variable ``STREAMKM_NUM_THREADS`` fix the count
+instead, for every block.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from typing import Any
 
 from streamkm.exceptions import ParameterError
 
-__all__ = ["DEFAULT_NUM_THREADS", "get_num_threads", "set_num_threads", "num_threads",
-           "run_row_chunks", "row_chunks"]
+__all__ = ["PARALLEL_BLOCK_ELEMENTS", "get_num_threads", "set_num_threads", "num_threads",
+           "block_threads", "run_row_chunks", "row_chunks"]
 
-DEFAULT_NUM_THREADS = 2
+#: Kernel-block values per thread below which the automatic setting adds no thread.
+PARALLEL_BLOCK_ELEMENTS = 1 << 22
 _CHUNK_ELEMENTS = 1 << 21  # kernel-block entries per chunk (16 MiB in float64)
 _MIN_CHUNK_ROWS = 64  # below this a chunk's GEMM repacks the support rows too often
 
@@ -43,10 +48,11 @@ def _check(n: Any) -> int:
     return n
 
 
-def _from_environment() -> int:
+def _from_environment() -> int | None:
+    """The fixed count of ``STREAMKM_NUM_THREADS``; ``None`` (automatic) when unset."""
     value = os.environ.get("STREAMKM_NUM_THREADS")
     if value is None:
-        return min(DEFAULT_NUM_THREADS, _available_cpus())
+        return None
     try:
         return _check(int(value))
     except ValueError:
@@ -54,34 +60,67 @@ def _from_environment() -> int:
             f"STREAMKM_NUM_THREADS must be an integer >= 1, got {value!r}") from None
 
 
-_state: dict[str, Any] = {"n": None, "pool": None, "blas": None}
+# "n": the fixed count, None for automatic; "read": the environment was consulted.
+_state: dict[str, Any] = {"n": None, "read": False, "pool": None, "blas": None}
+
+
+def _fixed() -> int | None:
+    if not _state["read"]:
+        _state["n"], _state["read"] = _from_environment(), True
+    return _state["n"]
 
 
 def get_num_threads() -> int:
-    """Threads a mini-batch step may use (see :func:`set_num_threads`)."""
-    if _state["n"] is None:
-        _state["n"] = _from_environment()
-    return int(_state["n"])
+    """Most threads a mini-batch step may use: the fixed count of :func:`set_num_threads`
+    (or ``STREAMKM_NUM_THREADS``), else the CPUs this process may run on (the automatic
+    setting uses fewer for small blocks, see :func:`block_threads`)."""
+    fixed = _fixed()
+    return _available_cpus() if fixed is None else int(fixed)
 
 
 def set_num_threads(n: int | None) -> None:
-    """Let every mini-batch step use ``n`` threads (``None``: back to the default).
+    """Let every mini-batch step use ``n`` threads (``None``: back to the default, which is
+    ``STREAMKM_NUM_THREADS`` if set, else automatic).
 
     Applies process-wide to all models. BLAS is held to one thread inside a step whatever
     its own setting, so the engine's ``n`` is the whole thread budget of a step.
     """
-    _state["n"] = _from_environment() if n is None else _check(n)
+    _state["n"], _state["read"] = (_from_environment() if n is None else _check(n)), True
+
+
+def block_threads(n_rows: int, n_cols: int) -> int:
+    """Threads for one (``n_rows`` x ``n_cols``) kernel block: the fixed count if one is set,
+    else one per whole :data:`PARALLEL_BLOCK_ELEMENTS` values, at least 1, at most the CPUs
+    this process may run on, and 1 while the load average is at or above that count."""
+    fixed = _fixed()
+    if fixed is not None:
+        return int(fixed)
+    whole = (n_rows * max(n_cols, 1)) // PARALLEL_BLOCK_ELEMENTS
+    if whole < 2:
+        return 1
+    cpus = _available_cpus()
+    if _load_average() >= cpus:
+        return 1
+    return min(whole, cpus)
+
+
+def _load_average() -> float:
+    """The machine's 1-minute load average (0 where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
 
 
 @contextmanager
 def num_threads(n: int) -> Iterator[None]:
     """Context manager: steps inside the block use ``n`` threads."""
-    previous = get_num_threads()
+    previous = _fixed()
     set_num_threads(n)
     try:
         yield
     finally:
-        set_num_threads(previous)
+        _state["n"] = previous  # automatic again if it was
 
 
 def row_chunks(n_rows: int, n_cols: int, threads: int) -> list[tuple[int, int]]:

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import streamkm
-from streamkm import MiniBatchKernelKMeans, ParameterError
+from streamkm import MiniBatchKernelKMeans, ParameterError, _threads
 from streamkm._numba import centers as nc
 from streamkm._numba import kernels as nk
-from streamkm._threads import row_chunks
+from streamkm._threads import block_threads, row_chunks
 from streamkm.cluster._centers import SupportCenters, learning_rates, sq_norms
 from streamkm.kernels import KernelSpec
 
@@ -304,16 +304,38 @@ def test_thread_setting_validates_and_restores():
 
 
 def test_thread_setting_from_environment(monkeypatch):
-    before = streamkm.get_num_threads()
     try:
         monkeypatch.setenv("STREAMKM_NUM_THREADS", "5")
         streamkm.set_num_threads(None)
         assert streamkm.get_num_threads() == 5
+        assert block_threads(10, 10) == 5  # a fixed count applies to every block
         monkeypatch.setenv("STREAMKM_NUM_THREADS", "many")
         with pytest.raises(ParameterError, match="'many'"):
             streamkm.set_num_threads(None)
     finally:
-        streamkm.set_num_threads(before)
+        monkeypatch.delenv("STREAMKM_NUM_THREADS")
+        streamkm.set_num_threads(None)
+
+
+def test_default_threads_follow_the_block_size(monkeypatch):
+    monkeypatch.delenv("STREAMKM_NUM_THREADS", raising=False)
+    monkeypatch.setattr(_threads, "_available_cpus", lambda: 4)
+    monkeypatch.setattr(_threads, "_load_average", lambda: 1.5)
+    streamkm.set_num_threads(None)
+    per_thread = _threads.PARALLEL_BLOCK_ELEMENTS
+    assert streamkm.get_num_threads() == 4  # the most a step may use
+    # below one thread's share a block stays on one thread, then one thread per share
+    assert block_threads(1024, per_thread // 1024 - 1) == 1
+    assert block_threads(1, 1) == 1
+    assert block_threads(2, per_thread) == 2
+    assert block_threads(1024, 3 * per_thread // 1024) == 3
+    assert block_threads(1 << 16, 1 << 16) == 4  # capped at the CPUs
+    monkeypatch.setattr(_threads, "_load_average", lambda: 4.0)
+    assert block_threads(1 << 16, 1 << 16) == 1  # no core to spare for a second thread
+    monkeypatch.setattr(_threads, "_load_average", lambda: 1.5)
+    with streamkm.num_threads(2):
+        assert block_threads(1, 1) == 2
+    assert block_threads(1, 1) == 1  # automatic again after the block
 
 
 def test_row_chunks_cover_the_rows():

@@ -15,7 +15,7 @@ import numpy as np
 from streamkm._numba import centers as _nc
 from streamkm._numba import kernels as _nk
 from streamkm._numba.lloyd import cluster_sums
-from streamkm._threads import row_chunks, run_row_chunks, step_threads
+from streamkm._threads import block_threads, row_chunks, run_row_chunks, step_threads
 from streamkm._raw_rows import (
     RawRows,
     cluster_means,
@@ -366,7 +366,8 @@ class SupportCenters:
         labels = np.empty(b, dtype=np.int64)
         mind = np.empty(b, dtype=x.dtype)
         own_old = np.empty((b, int((hi - lo).max())), dtype=x.dtype) if update else None
-        with step_threads() as threads:
+        with step_threads():
+            threads = block_threads(b, self.rows.shape[0])
             chunks = row_chunks(b, self.rows.shape[0], threads)
             totals = np.zeros(len(chunks))
             ones = np.ones(group_lo.shape[0])
@@ -396,14 +397,14 @@ class SupportCenters:
                                 before, learning_rates(learning_rate, batch_counts, weighted_b,
                                                        counts),
                                 sample_weight, rng, group_lo, group_sums, owner,
-                                center_groups, own_old, threads)
+                                center_groups, own_old)
 
     def _update(self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, raw: RawRows | None,
                 labels: np.ndarray, mind: np.ndarray, row_counts: np.ndarray,
                 batch_counts: np.ndarray, before: float, alpha: np.ndarray,
                 sample_weight: np.ndarray | None, rng: np.random.Generator | None,
                 group_lo: np.ndarray, group_sums: np.ndarray, owner: np.ndarray,
-                center_groups: np.ndarray, own_old: np.ndarray, threads: int) -> StepOutcome:
+                center_groups: np.ndarray, own_old: np.ndarray) -> StepOutcome:
         """Second half of :meth:`step`: move the centers, truncate, rebuild the Gram
         matrices, and evaluate the batch objective under the new centers."""
         b = x.shape[0]
@@ -432,6 +433,7 @@ class SupportCenters:
                                      new_hi, new_weights, inner[a:e])
             _nc.copy_own_segment(kn, labels[a:e], new_lo, new_hi, own_new[a:e])
 
+        threads = block_threads(b, members.shape[0])
         run_row_chunks(evaluate, row_chunks(b, members.shape[0], threads), threads)
 
         kept = hi - keep_from

@@ -5,7 +5,8 @@ since it opened, whichever comes first (but never with fewer valid records than
 ``min_valid``, which is ``n_clusters`` until the model is initialised). Partitions are
 visited in a fixed round-robin order (sorted keys, a pointer that is part of the
 checkpoint) and each visit asks for a share of what the batch still needs, so that for
-input already on disk the batch boundaries are the same on every run.
+input already on disk the batch boundaries are the same on every run. A round's records
+(one share from every partition) are decoded together, in one call.
 """
 
 from __future__ import annotations
@@ -177,20 +178,20 @@ class Batcher:
         read_seconds = decode_seconds = 0.0
         n_parts = len(self.keys)
         while True:
-            progressed = False
+            # One round: a share from every partition, then one decode of all of it.
+            records: list[RawRecord] = []
+            t0 = time.perf_counter()
             for _ in range(n_parts):
-                need = full - n_valid
+                need = full - n_valid - len(records)
                 if need <= 0:
                     break
                 key = self.keys[self.next_part]
                 self.next_part = (self.next_part + 1) % n_parts
-                t0 = time.perf_counter()
-                records = self._read(self.parts[key], math.ceil(need / n_parts))
-                t1 = time.perf_counter()
-                read_seconds += t1 - t0
-                if not records:
-                    continue
-                progressed = True
+                records.extend(self._read(self.parts[key], math.ceil(need / n_parts)))
+            t1 = time.perf_counter()
+            read_seconds += t1 - t0
+            progressed = bool(records)
+            if records:
                 n_read += len(records)
                 X, rec_ids, accepted, rejected = self.decoder.decode_many(records)
                 decode_seconds += time.perf_counter() - t1

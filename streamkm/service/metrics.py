@@ -245,6 +245,10 @@ class KafkaMetrics:
             "streamkm_kafka_rebalances",
             "Partition assignments received by this consumer (one per completed rebalance).",
             registry=r)
+        self.backpressure = Counter(
+            "streamkm_kafka_backpressure",
+            "Kafka source polls that took fewer than max_poll_records records because the "
+            "fullest partition buffer was near source.max_buffered_records.", registry=r)
         self.broker_connected = Gauge(
             "streamkm_kafka_broker_connected",
             "1 while the client holds at least one broker connection, else 0.", ["client"],

@@ -54,7 +54,7 @@ class FakeConsumer:
     def highwater(self, tp: Any) -> int:
         return 10
 
-    def poll(self, timeout_ms: int = 0) -> dict[Any, list[Any]]:
+    def poll(self, timeout_ms: int = 0, max_records: int = 500) -> dict[Any, list[Any]]:
         out = {tp: msgs for tp, msgs in self.to_fetch.items() if tp not in self.paused}
         self.to_fetch = {}
         return out
@@ -97,13 +97,16 @@ def test_start_offsets_lost_partitions_float32_and_oversized() -> None:
     consumer = source.consumer
     consumer.committed_offsets = {T0: 9, T1: 6}
     consumer.listener.on_partitions_assigned({T0, T1})
-    # Owned at the checkpoint: exact resume, whatever was committed. Released: paused until
-    # the committed offset was looked up, then the larger of the two.
-    assert consumer.seeks == {T0: 4} and consumer.paused == {T1}
+    # Owned at the checkpoint: exact resume, whatever was committed. Released: nothing handed
+    # out until the committed offset was looked up, then the larger of the two. No partition
+    # stays paused (the consumer would keep what it fetched for it).
+    assert consumer.seeks == {T0: 4} and not consumer.paused
     x = np.array([[1.5, -2.0]], dtype="<f4").tobytes()
-    consumer.to_fetch = {T0: [message(T0, 3, x), message(T0, 4, x), message(T0, 5, b"\0" * 100)]}
+    consumer.to_fetch = {T0: [message(T0, 3, x), message(T0, 4, x), message(T0, 5, b"\0" * 100)],
+                         T1: [message(T1, 2, x)]}
     source.poll(0)
     assert consumer.seeks[T1] == 6 and not consumer.paused
+    assert hooks.parts["t:1"].next_batch(10) == []  # fetched from before the seek
     records = hooks.parts["t:0"].next_batch(10)
     assert [r.position["offset"] for r in records] == [4, 5]  # offset 3 is before the start
     assert records[0].raw_key == b"k" and records[0].headers == (("h", b"v"),)
@@ -212,9 +215,9 @@ def test_with_transactional_outputs_records_below_the_committed_offset_are_repla
     # the transaction up to offset 6 committed, the checkpoint after it was never written
     consumer.committed_offsets = {T0: 6, T1: 5}
     consumer.listener.on_partitions_assigned({T0, T1})
-    assert consumer.paused == {T0, T1}  # both wait for the committed offset
     consumer.to_fetch = {T0: [message(T0, o, b"{}") for o in range(4, 8)]}
-    source.poll(0)
+    source.poll(0)  # both wait for the committed offset: what came with it is dropped
+    assert hooks.parts["t:0"].next_batch(10) == [] and not consumer.paused
     consumer.to_fetch = {T0: [message(T0, o, b"{}") for o in range(4, 8)]}
     source.poll(0)
     assert consumer.seeks == {T0: 4, T1: 5}  # owned: the checkpoint; released: the larger
