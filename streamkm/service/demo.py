@@ -60,6 +60,12 @@ class DriftingStream:
 
     def points(self, start: int, count: int) -> np.ndarray:
         """Rows ``start .. start + count - 1`` of the stream, shape (count, 2)."""
+        return self.points_and_groups(start, count)[0]
+
+    def points_and_groups(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of :meth:`points` and the true group of each, int64: 0 and 1 the
+        moons, 2 the ring, 3 the right-hand blob and, from the split's midpoint (half its
+        final spread, ``split_after + period / 8``), 3 and 4 its lower and upper halves."""
         n = np.arange(start, start + count)
         rng = np.random.default_rng([self.seed, start])
         group = rng.integers(0, 4, size=count)
@@ -83,7 +89,10 @@ class DriftingStream:
         side = np.where(rng.random(count)[blob] < 0.5, -1.0, 1.0)
         out[blob] = np.c_[np.full(blob.sum(), 6.0), side * spread] + rng.normal(
             0.0, 0.25, size=(blob.sum(), 2))
-        return out + noise
+        groups = group.astype(np.int64)
+        upper_half = n[blob] >= self.split_after + self.period / 8
+        groups[blob] = np.where(upper_half & (side > 0), 4, 3)
+        return out + noise, groups
 
     def lines(self, start: int, count: int) -> bytes:
         """JSON lines for rows ``start .. start + count - 1`` (some malformed on purpose)."""

@@ -1,0 +1,337 @@
+"""Head to head on streams: streamkm against scikit-learn's and River's streaming clusterers,
+evaluated prequentially.
+
+Run (one thread each, as in docs/benchmarks.md):
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
+        .venv/bin/python benchmarks/bench_streams.py --figures docs/images
+
+Every system sees the same stream in the same order. Per window of ``W`` records it first
+predicts the window (scored against the true classes), then learns it; the first window is
+learnt only (nothing can predict before it). Systems take turns window by window, the first
+of each window rotating, in one process. Per system and stream:
+
+* mean and worst-window ARI, NMI and purity, and the ARI of all prequential predictions of
+  the stream against all its labels (stable cluster ids carry over windows; methods that
+  renumber their clusters when they re-cluster lose there, not in the window scores);
+* records/s: rows learnt over the CPU time (``time.process_time``) of the learner's calls
+  alone, and median (min-max) of the same rate over the five fifths of the stream;
+* the size of the model's state: streamkm's checkpoint arrays (``get_state``), the others'
+  pickled object, the largest of five measurements along the stream;
+* the number of clusters over time: the model's own count where it has one, and the true
+  classes of each window.
+
+CMM (Kremer et al., KDD 2011) is not implemented.
+
+A River clusterer whose learner CPU time on one stream exceeds ``--budget`` seconds stops
+there and is scored on the prefix it saw (marked with its row count). Before each stream,
+streamkm's modes and scikit-learn run untimed on its first two windows, so numba's
+compilation (once per process) is not counted as a learner's time. ``--quick`` runs every stream
+on small prefixes in a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _streams_data import Stream, all_streams  # noqa: E402
+from _streams_systems import StreamFacts, System, all_systems  # noqa: E402
+
+import streamkm  # noqa: E402
+
+
+def purity(y: np.ndarray, pred: np.ndarray) -> float:
+    """Share of rows whose predicted cluster's most common class is their own class."""
+    _, p = np.unique(pred, return_inverse=True)
+    _, t = np.unique(y, return_inverse=True)
+    table = np.zeros((p.max() + 1, t.max() + 1), dtype=np.int64)
+    np.add.at(table, (p, t), 1)
+    return float(table.max(axis=1).sum() / y.size)
+
+
+@dataclass
+class Run:
+    """One system on one stream."""
+
+    system: str
+    setting: str
+    ari: list[float] = field(default_factory=list)
+    nmi: list[float] = field(default_factory=list)
+    purity: list[float] = field(default_factory=list)
+    window_start: list[int] = field(default_factory=list)
+    clusters: list[int | None] = field(default_factory=list)
+    predictions: list[np.ndarray] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    state_bytes: int = 0
+    stopped_at: int | None = None
+
+    def summary(self, y: np.ndarray, n_records: int) -> dict:
+        seen = int(sum(self.rows))
+        pred = np.concatenate(self.predictions) if self.predictions else np.zeros(0, int)
+        scored = y[self.rows[0]:self.rows[0] + pred.size] if self.rows else y[:0]
+        rates = []
+        for part in np.array_split(np.arange(len(self.rows)), 5):
+            if part.size:
+                cpu = sum(self.cpu[i] for i in part)
+                rates.append(sum(self.rows[i] for i in part) / max(cpu, 1e-9))
+        return {
+            "system": self.system, "setting": self.setting,
+            "ari_mean": _mean(self.ari), "ari_worst": min(self.ari, default=float("nan")),
+            "nmi_mean": _mean(self.nmi), "nmi_worst": min(self.nmi, default=float("nan")),
+            "purity_mean": _mean(self.purity),
+            "purity_worst": min(self.purity, default=float("nan")),
+            "ari_stream": float(adjusted_rand_score(scored, pred)) if pred.size else float("nan"),
+            "records_per_s": seen / max(sum(self.cpu), 1e-9),
+            "records_per_s_fifths": [statistics.median(rates), min(rates), max(rates)],
+            "state_bytes": self.state_bytes, "rows": seen,
+            "prefix": seen < n_records, "windows": len(self.ari),
+            "clusters": self.clusters, "ari_windows": self.ari,
+            "window_start": self.window_start,
+        }
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else float("nan")
+
+
+def run_stream(stream: Stream, systems: list[System], window: int, budget: float
+               ) -> tuple[list[dict], dict]:
+    """All ``systems`` on ``stream``, interleaved window by window."""
+    n = stream.X.shape[0]
+    starts = list(range(0, n, window))
+    first = stream.X[:window]
+    k0 = (int(np.unique(stream.y[:window]).size) if stream.events or stream.name == "demo"
+          else stream.n_classes)
+    facts = StreamFacts(n_clusters=k0, window=window, first_window=first)
+    for system in systems:
+        if not system.uses_dicts:
+            # Untimed, on the first two windows: compiles the numba kernels this stream's
+            # path needs (once per process); the timed run starts a fresh model.
+            system.start(facts)
+            for s in (0, window):
+                system.step(stream.X[s:s + window], None)
+    runs = []
+    for system in systems:
+        system.start(facts)
+        runs.append(Run(system.name, system.setting()))
+    checkpoints = {starts[int(i)] for i in np.linspace(0, len(starts) - 1, 5)}
+    true_clusters = []
+    for w, s in enumerate(starts):
+        x, y = stream.X[s:s + window], stream.y[s:s + window]
+        true_clusters.append(int(np.unique(y).size))
+        rows = [dict(enumerate(r)) for r in x.tolist()]
+        order = [(w + i) % len(systems) for i in range(len(systems))]
+        for i in order:
+            system, run = systems[i], runs[i]
+            if run.stopped_at is not None:
+                continue
+            t0 = time.process_time()
+            labels = system.step(x, rows if system.uses_dicts else None)
+            run.cpu.append(time.process_time() - t0)
+            run.rows.append(x.shape[0])
+            run.clusters.append(system.model_clusters())
+            if labels is not None:
+                run.window_start.append(s)
+                run.predictions.append(labels)
+                run.ari.append(float(adjusted_rand_score(y, labels)))
+                run.nmi.append(float(normalized_mutual_info_score(y, labels)))
+                run.purity.append(purity(y, labels))
+            if s in checkpoints:
+                run.state_bytes = max(run.state_bytes, system.state_bytes())
+            if system.uses_dicts and sum(run.cpu) > budget and s + window < n:
+                run.stopped_at = s + window
+                run.state_bytes = max(run.state_bytes, system.state_bytes())
+    info = {"name": stream.name, "n": n, "d": int(stream.X.shape[1]), "k": k0,
+            "window": window, "true_clusters": true_clusters,
+            "events": [(e.kind, e.at) for e in stream.events]}
+    return [run.summary(stream.y, n) for run in runs], info
+
+
+def _fmt_rate(r: float) -> str:
+    return f"{r:,.0f}"
+
+
+def _fmt_bytes(b: int) -> str:
+    return f"{b / 1024:,.0f} KiB" if b < 1 << 20 else f"{b / (1 << 20):,.1f} MiB"
+
+
+def stream_table(results: list[dict], info: dict) -> str:
+    lines = [f"#### {info['name']} (n={info['n']:,}, d={info['d']}, k={info['k']}, "
+             f"W={info['window']})", "",
+             "| system | setting | ARI mean | ARI worst | NMI mean | NMI worst | purity mean "
+             "| purity worst | ARI whole stream | records/s | records/s per fifth, median "
+             "(min-max) | state | rows |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        med, lo, hi = r["records_per_s_fifths"]
+        rows = f"{r['rows']:,}" + (" (prefix)" if r["prefix"] else "")
+        lines.append(
+            f"| {r['system']} | {r['setting']} | {r['ari_mean']:.3f} | {r['ari_worst']:.3f} "
+            f"| {r['nmi_mean']:.3f} | {r['nmi_worst']:.3f} | {r['purity_mean']:.3f} "
+            f"| {r['purity_worst']:.3f} | {r['ari_stream']:.3f} | {_fmt_rate(r['records_per_s'])} "
+            f"| {_fmt_rate(med)} ({_fmt_rate(lo)}-{_fmt_rate(hi)}) "
+            f"| {_fmt_bytes(r['state_bytes'])} | {rows} |")
+    return "\n".join(lines)
+
+
+def floors_table(all_results: list[tuple[list[dict], dict]]) -> str:
+    """The issue's floors per stream: best streamkm mode vs the best other system's mean
+    window ARI; streamkm's records/s over River's fastest; linear vs scikit-learn."""
+    lines = ["| stream | d | best streamkm (ARI) | best other (ARI) | ARI gap "
+             "| streamkm / fastest River, records/s | linear / sklearn, records/s |",
+             "|---|---|---|---|---|---|---|"]
+    for results, info in all_results:
+        by = {r["system"]: r for r in results}
+        ours = [by[s] for s in ("streamkm", "streamkm drift") if s in by]
+        best = max(ours, key=lambda r: r["ari_mean"])
+        others = [r for r in results if not r["system"].startswith("streamkm")]
+        other = max(others, key=lambda r: r["ari_mean"])
+        river = [r for r in results if r["system"].startswith("River")]
+        speed = ""
+        if river:
+            fastest = max(river, key=lambda r: r["records_per_s"])
+            speed = (f"{by['streamkm']['records_per_s'] / fastest['records_per_s']:.1f}x "
+                     f"({fastest['system']})")
+        lin = ""
+        if "streamkm linear" in by and "sklearn MiniBatchKMeans" in by:
+            ratio = (by["streamkm linear"]["records_per_s"]
+                     / by["sklearn MiniBatchKMeans"]["records_per_s"])
+            lin = f"{ratio:.1f}x"
+        lines.append(f"| {info['name']} | {info['d']} | {best['system']} ({best['ari_mean']:.3f}) "
+                     f"| {other['system']} ({other['ari_mean']:.3f}) "
+                     f"| {best['ari_mean'] - other['ari_mean']:+.3f} | {speed} | {lin} |")
+    return "\n".join(lines)
+
+
+def clusters_table(results: list[dict], info: dict) -> str:
+    """Clusters over time on a stream with events: true classes per window and each
+    streamkm mode's count, every ``step`` windows."""
+    step = max(1, len(info["true_clusters"]) // 20)
+    idx = list(range(0, len(info["true_clusters"]), step))
+    head = "| window start | " + " | ".join(f"{i * info['window']:,}" for i in idx) + " |"
+    lines = [head, "|---" * (len(idx) + 1) + "|",
+             "| true classes | " + " | ".join(str(info["true_clusters"][i]) for i in idx) + " |"]
+    for r in results:
+        if r["system"].startswith("streamkm") or "DenStream" in r["system"] \
+                or "DBSTREAM" in r["system"]:
+            cells = [str(r["clusters"][i]) if i < len(r["clusters"]) else "" for i in idx]
+            lines.append(f"| {r['system']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def figure(results: list[dict], info: dict, path: Path) -> None:
+    """ARI per window (one line per system), clusters over time and records/s bars."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6),
+                             gridspec_kw={"width_ratios": [2.2, 1.6, 1.4]})
+    colors = plt.get_cmap("tab20").colors
+    for i, r in enumerate(results):
+        style = "-" if r["system"].startswith("streamkm") else "--"
+        width = 2.2 if r["system"].startswith("streamkm") else 1.0
+        axes[0].plot(r["window_start"], r["ari_windows"], style, lw=width,
+                     color=colors[i % 20], label=r["system"])
+        counts = [c for c in r["clusters"] if c is not None]
+        if counts and len(counts) == len(r["clusters"]):
+            starts = [j * info["window"] for j in range(len(counts))]
+            axes[1].plot(starts, counts, style, lw=width, color=colors[i % 20])
+    starts = [j * info["window"] for j in range(len(info["true_clusters"]))]
+    axes[1].plot(starts, info["true_clusters"], "k-", lw=3, alpha=0.35, label="true classes")
+    for kind, at in info["events"]:
+        for ax in axes[:2]:
+            ax.axvline(at, color="grey", lw=0.8, ls=":")
+        axes[0].text(at, 1.02, kind, rotation=90, fontsize=7, va="bottom", ha="center")
+    axes[0].set_ylim(-0.1, 1.0)
+    axes[0].set_xlabel("record")
+    axes[0].set_ylabel("ARI of the window (prequential)")
+    axes[0].legend(fontsize=6, ncol=2, loc="lower left")
+    axes[1].set_xlabel("record")
+    axes[1].set_ylabel("clusters in the model")
+    axes[1].set_yscale("symlog", linthresh=20)
+    axes[1].legend(fontsize=7, loc="upper left")
+    names = [r["system"] + (" *" if r["prefix"] else "") for r in results]
+    rates = [r["records_per_s"] for r in results]
+    axes[2].barh(range(len(results)), rates, color=[colors[i % 20] for i in range(len(results))])
+    axes[2].set_yticks(range(len(results)), names, fontsize=7)
+    axes[2].invert_yaxis()
+    axes[2].set_xscale("log")
+    axes[2].set_xlabel("records/s (learner CPU; * = prefix)")
+    fig.suptitle(f"{info['name']}: n={info['n']:,}, d={info['d']}, k={info['k']}, "
+                 f"window {info['window']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="small prefixes of every stream (a few minutes)")
+    parser.add_argument("--streams", nargs="*", default=None,
+                        help="names of the streams to run (default: all)")
+    parser.add_argument("--window", type=int, default=None,
+                        help="records per window (default 500 for the KEEL sets and 1000 for "
+                             "the generated streams; --quick: 250 and 500)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="learner CPU seconds per River clusterer and stream before it "
+                             "stops on a prefix (default 25; --quick: 2)")
+    parser.add_argument("--no-river", action="store_true", help="leave River's clusterers out")
+    parser.add_argument("--figures", type=Path, default=None,
+                        help="folder for the figures streams-<stream>.png")
+    parser.add_argument("--json", type=Path, default=None, help="write every result here")
+    args = parser.parse_args(argv)
+    budget = args.budget if args.budget is not None else (2.0 if args.quick else 25.0)
+    streams = all_streams(quick=args.quick)
+    if args.streams:
+        streams = [s for s in streams if s.name in args.streams]
+        if not streams:
+            parser.error(f"no stream named {args.streams}")
+    if args.figures:
+        args.figures.mkdir(parents=True, exist_ok=True)
+    wall = time.perf_counter()
+    print(f"# bench_streams {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}, "
+          f"streamkm {streamkm.__version__}, budget {budget:g} s"
+          + (", quick" if args.quick else ""), flush=True)
+    everything = []
+    with streamkm.num_threads(1), threadpool_limits(1):
+        for stream in streams:
+            generated = bool(stream.events) or stream.name == "demo"
+            window = args.window or ((500 if args.quick else 1000) if generated
+                                     else (250 if args.quick else 500))
+            t0 = time.perf_counter()
+            results, info = run_stream(stream, all_systems(river=not args.no_river), window,
+                                       budget)
+            everything.append((results, info))
+            print(stream_table(results, info), flush=True)
+            print(f"\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
+            if stream.events or stream.name == "demo":
+                print(clusters_table(results, info) + "\n", flush=True)
+            if args.figures:
+                figure(results, info, args.figures / f"streams-{stream.name}.png")
+    print("### Floors\n")
+    print(floors_table(everything))
+    print(f"\nload average at the end {' '.join(f'{v:.1f}' for v in os.getloadavg())}"
+          f", wall {time.perf_counter() - wall:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps([{"info": i, "results": r} for r, i in everything]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
