@@ -53,8 +53,8 @@ def keel_table(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def keel_stream(name: str, order: str, seed: int = 0, limit: int | None = None) -> Stream:
     """``name`` as a stream: rows shuffled, or classes one after another (shuffled inside
-    each class, classes in a seeded random order). ``limit`` keeps a stratified random
-    subset of that many rows first (the ``--quick`` streams)."""
+    each class, classes in a seeded random order). ``limit`` keeps a random subset of that
+    many rows first (the ``--quick`` streams)."""
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; expected one of {ORDERS}")
     x, y = keel_table(name)
@@ -82,12 +82,13 @@ def demo_stream(n: int = 40_000, seed: int = 0) -> Stream:
     return Stream("demo", x, y)
 
 
-def all_streams(*, quick: bool = False, seed: int = 0) -> list[Stream]:
-    """Every stream of the comparison; ``quick`` keeps 2,000 rows of each KEEL set and
-    8,000 of the generated streams."""
-    limit = 2000 if quick else None
+def all_streams(*, quick: bool = False, rows: int | None = None, seed: int = 0) -> list[Stream]:
+    """Every stream of the comparison. ``rows`` keeps that many rows of each KEEL set (a
+    random subset) and generates that many of the other streams; ``quick``
+    means 2,000 and 8,000 when ``rows`` is not given."""
+    limit = rows if rows is not None else (2000 if quick else None)
     out = [keel_stream(name, order, seed, limit) for name in KEEL_SETS for order in ORDERS]
-    n_generated = 8000 if quick else 40_000
+    n_generated = rows if rows is not None else (8000 if quick else 40_000)
     out.append(drifting_stream(n_generated, seed))
     out.append(demo_stream(n_generated, seed))
     return out
