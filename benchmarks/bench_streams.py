@@ -243,49 +243,67 @@ def clusters_table(results: list[dict], info: dict) -> str:
 
 
 def figure(results: list[dict], info: dict, path: Path) -> None:
-    """ARI per window (one line per system), clusters over time and records/s bars."""
+    """ARI per window (one line per system) above; clusters in the model over time and
+    records/s bars below."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6),
-                             gridspec_kw={"width_ratios": [2.2, 1.6, 1.4]})
+    fig = plt.figure(figsize=(13, 8.5))
+    grid = fig.add_gridspec(2, 2, height_ratios=[1.15, 1], width_ratios=[1.2, 1])
+    ari_ax = fig.add_subplot(grid[0, :])
+    k_ax, rate_ax = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
     colors = plt.get_cmap("tab20").colors
+    cap = 3 * max(info["true_clusters"])
     for i, r in enumerate(results):
-        style = "-" if r["system"].startswith("streamkm") else "--"
-        width = 2.2 if r["system"].startswith("streamkm") else 1.0
-        axes[0].plot(r["window_start"], r["ari_windows"], style, lw=width,
-                     color=colors[i % 20], label=r["system"])
-        counts = [c for c in r["clusters"] if c is not None]
-        if counts and len(counts) == len(r["clusters"]):
-            starts = [j * info["window"] for j in range(len(counts))]
-            axes[1].plot(starts, counts, style, lw=width, color=colors[i % 20])
+        ours = r["system"].startswith("streamkm")
+        style, width = ("-", 2.2) if ours else ("--", 1.0)
+        label = r["system"] + (" (prefix)" if r["prefix"] else "")
+        ari_ax.plot(r["window_start"], r["ari_windows"], style, lw=width,
+                    color=colors[i % 20], label=label)
+        counts = r["clusters"]
+        if counts and all(c is not None for c in counts):
+            k_ax.plot([j * info["window"] for j in range(len(counts))],
+                      [min(c, cap) for c in counts], style, lw=width, color=colors[i % 20])
     starts = [j * info["window"] for j in range(len(info["true_clusters"]))]
-    axes[1].plot(starts, info["true_clusters"], "k-", lw=3, alpha=0.35, label="true classes")
+    k_ax.plot(starts, info["true_clusters"], "k-", lw=3, alpha=0.35, label="true classes")
     for kind, at in info["events"]:
-        for ax in axes[:2]:
+        for ax in (ari_ax, k_ax):
             ax.axvline(at, color="grey", lw=0.8, ls=":")
-        axes[0].text(at, 1.02, kind, rotation=90, fontsize=7, va="bottom", ha="center")
-    axes[0].set_ylim(-0.1, 1.0)
-    axes[0].set_xlabel("record")
-    axes[0].set_ylabel("ARI of the window (prequential)")
-    axes[0].legend(fontsize=6, ncol=2, loc="lower left")
-    axes[1].set_xlabel("record")
-    axes[1].set_ylabel("clusters in the model")
-    axes[1].set_yscale("symlog", linthresh=20)
-    axes[1].legend(fontsize=7, loc="upper left")
+        ari_ax.text(at, 1.01, kind, fontsize=8, va="bottom", ha="center")
+    ari_ax.set_ylim(-0.1, 1.0)
+    ari_ax.set_xlabel("record")
+    ari_ax.set_ylabel("ARI of the window (prequential)")
+    ari_ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    k_ax.set_xlabel("record")
+    k_ax.set_ylabel(f"clusters in the model (capped at {cap})")
+    k_ax.set_ylim(0, cap + 1)
+    k_ax.legend(fontsize=8, loc="upper left")
     names = [r["system"] + (" *" if r["prefix"] else "") for r in results]
     rates = [r["records_per_s"] for r in results]
-    axes[2].barh(range(len(results)), rates, color=[colors[i % 20] for i in range(len(results))])
-    axes[2].set_yticks(range(len(results)), names, fontsize=7)
-    axes[2].invert_yaxis()
-    axes[2].set_xscale("log")
-    axes[2].set_xlabel("records/s (learner CPU; * = prefix)")
+    rate_ax.barh(range(len(results)), rates, color=[colors[i % 20] for i in range(len(results))])
+    rate_ax.set_yticks(range(len(results)), names, fontsize=7)
+    rate_ax.invert_yaxis()
+    rate_ax.set_xscale("log")
+    rate_ax.set_xlabel("records/s, learner CPU time (* = prefix)")
     fig.suptitle(f"{info['name']}: n={info['n']:,}, d={info['d']}, k={info['k']}, "
-                 f"window {info['window']}", fontsize=10)
+                 f"window {info['window']}", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
+
+
+def report(everything: list[tuple[list[dict], dict]], figures: Path | None) -> None:
+    """Every stream's tables (and figure), then the floors table."""
+    for results, info in everything:
+        print(stream_table(results, info), flush=True)
+        if info["events"] or info["name"] == "demo":
+            print("\n" + clusters_table(results, info), flush=True)
+        print()
+        if figures:
+            figure(results, info, figures / f"streams-{info['name']}.png")
+    print("### Floors\n")
+    print(floors_table(everything))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                              "the generated streams; --quick: 250 and 500)")
     parser.add_argument("--budget", type=float, default=None,
                         help="learner CPU seconds per River clusterer and stream before it "
-                             "stops on a prefix (default 25; --quick: 2)")
+                             "stops on a prefix (default 10; --quick: 1)")
     parser.add_argument("--rows", type=int, default=None,
                         help="records per stream: a random subset of each KEEL set, the "
                              "first records of the generated streams (default: whole sets and "
@@ -308,20 +326,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--figures", type=Path, default=None,
                         help="folder for the figures streams-<stream>.png")
     parser.add_argument("--json", type=Path, default=None, help="write every result here")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="print the tables and draw the figures of a saved run instead")
     args = parser.parse_args(argv)
+    if args.figures:
+        args.figures.mkdir(parents=True, exist_ok=True)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        report([(run["results"], run["info"]) for run in saved], args.figures)
+        return 0
     budget = args.budget if args.budget is not None else (1.0 if args.quick else 10.0)
     streams = all_streams(quick=args.quick, rows=args.rows)
     if args.streams:
         streams = [s for s in streams if s.name in args.streams]
         if not streams:
             parser.error(f"no stream named {args.streams}")
-    if args.figures:
-        args.figures.mkdir(parents=True, exist_ok=True)
     wall = time.perf_counter()
     print(f"# bench_streams {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}, "
-          f"streamkm {streamkm.__version__}, budget {budget:g} s"
-          + (", quick" if args.quick else ""), flush=True)
+          f"load average {_load()}, streamkm {streamkm.__version__}, River budget {budget:g} s"
+          + (", quick" if args.quick else "") + "\n", flush=True)
     everything = []
     with streamkm.num_threads(1), threadpool_limits(1):
         for stream in streams:
@@ -329,22 +352,20 @@ def main(argv: list[str] | None = None) -> int:
             window = args.window or ((500 if args.quick else 1000) if generated
                                      else (250 if args.quick else 500))
             t0 = time.perf_counter()
-            results, info = run_stream(stream, all_systems(river=not args.no_river), window,
-                                       budget)
-            everything.append((results, info))
-            print(stream_table(results, info), flush=True)
-            print(f"\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
-            if stream.events or stream.name == "demo":
-                print(clusters_table(results, info) + "\n", flush=True)
-            if args.figures:
-                figure(results, info, args.figures / f"streams-{stream.name}.png")
-    print("### Floors\n")
-    print(floors_table(everything))
-    print(f"\nload average at the end {' '.join(f'{v:.1f}' for v in os.getloadavg())}"
-          f", wall {time.perf_counter() - wall:.0f} s")
+            everything.append(run_stream(stream, all_systems(river=not args.no_river), window,
+                                         budget))
+            print(f"{stream.name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
     if args.json:
         args.json.write_text(json.dumps([{"info": i, "results": r} for r, i in everything]))
+    report(everything, args.figures)
+    print(f"\nload average at the end {_load()}, wall {time.perf_counter() - wall:.0f} s, "
+          f"process CPU {time.process_time():.0f} s")
     return 0
+
+
+def _load() -> str:
+    return " ".join(f"{v:.1f}" for v in os.getloadavg())
 
 
 if __name__ == "__main__":
