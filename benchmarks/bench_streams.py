@@ -188,7 +188,7 @@ def stream_table(results: list[dict], info: dict) -> str:
 
 
 def floors_table(all_results: list[tuple[list[dict], dict]]) -> str:
-    """The issue's floors per stream: the better streamkm mode (defaults or drift) against
+    """The floors per stream: the better streamkm mode (defaults or drift) against
     the best other system that saw the whole stream, by mean window ARI and by the whole
     stream's ARI; streamkm's records/s over River's fastest and over River's most accurate;
     linear mode over scikit-learn's MiniBatchKMeans."""
