@@ -65,13 +65,19 @@ class DriftingStream:
 
     def shapes(self, start: int, count: int, *, apart: float = 0.75) -> np.ndarray:
         """The shape each of those rows was drawn from (int64): 0 and 1 the two moons,
-        2 the ring, 3 the blob, and 4 its second half once the halves' centers are at
-        least 2 * ``apart`` apart (the blob has split)."""
-        _, group, side, spread = self._draw(start, count)
-        out = group.copy()
+        2 the ring, 3 the blob, and 4 its upper half once the halves' centers are at
+        least 2 * ``apart`` apart (the blob has split; with the default, from
+        ``split_after + period / 8`` on)."""
+        return self.points_and_groups(start, count, apart=apart)[1]
+
+    def points_and_groups(self, start: int, count: int, *, apart: float = 0.75
+                          ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of :meth:`points` and their :meth:`shapes`, drawn once."""
+        points, group, side, spread = self._draw(start, count)
+        shapes = group.astype(np.int64)
         blob = np.flatnonzero(group == 3)
-        out[blob[(side > 0) & (spread >= apart)]] = 4
-        return out
+        shapes[blob[(side > 0) & (spread >= apart)]] = 4
+        return points, shapes
 
     def _draw(self, start: int, count: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
