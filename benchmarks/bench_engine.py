@@ -35,7 +35,7 @@ import psutil
 from threadpoolctl import ThreadpoolController
 
 from streamkm import MiniBatchKernelKMeans, num_threads
-from streamkm._threads import block_threads, row_chunks
+from streamkm._core.threads import block_threads, row_chunks
 from streamkm.batch import KernelKMeans
 
 BLAS = ThreadpoolController()

@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 
 from streamkm import MiniBatchKernelKMeans
-from streamkm.service.config import config_from_mapping
-from streamkm.service.runtime import Service
+from streamkm.app.service import Service
+from streamkm.config.schema import config_from_mapping
 
 BATCH = 1024
 PARTITIONS = 4

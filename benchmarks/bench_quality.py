@@ -70,8 +70,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _quality_data import pendigits, planted_topics, real_suite  # noqa: E402
 
 from streamkm import MiniBatchKernelKMeans  # noqa: E402
+from streamkm._core.seeding import d2_sampling, euclidean_sq_dist_to  # noqa: E402
 from streamkm.batch import KernelKMeans, kernel_lloyd  # noqa: E402
-from streamkm._seeding import d2_sampling, euclidean_sq_dist_to  # noqa: E402
 from streamkm.kernels import build_kernel  # noqa: E402
 from streamkm.sketch import ApproxSVD  # noqa: E402
 

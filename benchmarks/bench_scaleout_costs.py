@@ -5,7 +5,7 @@ These are the inputs of the scaling model (``benchmarks/scaleout_model.py``). Ev
 measured on the library's own code paths, in this process, one thread:
 
 * **worker, per record** (``t_w``): decoding a batch of JSON records
-  (:class:`~streamkm.decoding.RecordDecoder`), assigning it with the global model
+  (:class:`~streamkm.io.decoding.RecordDecoder`), assigning it with the global model
   (``transform`` + ``argmin``, as :class:`~streamkm.scaleout.worker.ScaleoutWorker` does), and
   building the batch's updates (:func:`~streamkm.scaleout.compress.subsample_per_cluster`
   per partition + :func:`~streamkm.scaleout.messages.encode_message`);
@@ -61,7 +61,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from streamkm import MiniBatchKernelKMeans, num_threads
-from streamkm.decoding import RecordDecoder
+from streamkm.io.decoding import RecordDecoder
 from streamkm.scaleout.compress import subsample_per_cluster
 from streamkm.scaleout.leader import MergeLeader, ModelVersion
 from streamkm.scaleout.ledger import PartitionLedger

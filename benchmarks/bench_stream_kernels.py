@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _quality_data import pendigits  # noqa: E402
 
 from streamkm import MiniBatchKernelKMeans  # noqa: E402
-from streamkm.service.demo import DriftingStream  # noqa: E402
+from streamkm.app.demo import DriftingStream  # noqa: E402
 
 BATCH = 512
 FIRST = 3072

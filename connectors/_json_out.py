@@ -5,7 +5,7 @@ msgspec encodes an assignment batch about 3x faster than f-strings with
 ``json.dumps`` (``benchmarks/bench_decoding.py``, sinks rows). Non-finite floats are
 written as ``null`` (JSON has no NaN). A string that cannot be encoded as UTF-8 (a lone
 surrogate that reached a sink despite the decoder's checks, e.g. in an event built from a
-file name) is written through :func:`streamkm.decoding.safe_text` instead of failing the
+file name) is written through :func:`streamkm.io.decoding.safe_text` instead of failing the
 sink.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from streamkm.decoding import safe_text
 from streamkm.exceptions import OutputRecordError
+from streamkm.io.decoding import safe_text
 
 __all__ = ["Assignment", "assignments", "encode", "encode_lines"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from streamkm._core.state_io import fsync_dir, write_bytes_atomic
 from streamkm.logs import log_event
-from streamkm.state_io import fsync_dir, write_bytes_atomic
 
 from ._json_out import assignments, encode, encode_lines
 

@@ -43,8 +43,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from streamkm.decoding import safe_text
 from streamkm.exceptions import OutputTransactionError, SinkError
+from streamkm.io.decoding import safe_text
 from streamkm.logs import log_event
 
 from ._json_out import assignments, encode

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from streamkm._version import __version__
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time see __getattr__
-    from streamkm._threads import get_num_threads, num_threads, set_num_threads
+    from streamkm._core.threads import get_num_threads, num_threads, set_num_threads
     from streamkm.cluster import MiniBatchKernelKMeans, StepReport
     from streamkm.drift import kernel_bisect, rscd_pairs, rtmm_pairs
     from streamkm.exceptions import (
@@ -34,9 +34,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time see __getattr__
 
 #: Where each public name lives (imported by :func:`__getattr__` on first access).
 _PUBLIC: dict[str, str] = {
-    "get_num_threads": "streamkm._threads",
-    "num_threads": "streamkm._threads",
-    "set_num_threads": "streamkm._threads",
+    "get_num_threads": "streamkm._core.threads",
+    "num_threads": "streamkm._core.threads",
+    "set_num_threads": "streamkm._core.threads",
     "MiniBatchKernelKMeans": "streamkm.cluster",
     "SketchedKernelKMeans": "streamkm.sketch",
     "StepReport": "streamkm.cluster",

@@ -3,8 +3,8 @@
 ``streamkm run -c FILE [--reset-model [--from-start]] [--on-existing-output=MODE] [--[no-]status]``
     Run the service with a TOML configuration (a live status line on a terminal). Exit 2,
     with one line naming the key, the value and the fix, on a configuration error, an
-    environment the configuration cannot work in (``streamkm.service.preflight``), a
-    model-defining setting changed since the checkpoint (``streamkm.service.config_diff``),
+    environment the configuration cannot work in (``streamkm.config.preflight``), a
+    model-defining setting changed since the checkpoint (``streamkm.config.diff``),
     or output files left without a checkpoint.
 ``streamkm config show -c FILE`` / ``streamkm config check -c FILE``
     Print the effective configuration (file plus ``STREAMKM_*`` variables) as TOML with
@@ -124,8 +124,8 @@ def _start_status_line(service: Any, out: Any) -> Callable[[], None]:
     """The demo's live status line for ``service`` on ``out``; returns its stop function."""
     import logging
 
+    from streamkm.app.demo import StatusLine
     from streamkm.logs import LOGGER_NAME
-    from streamkm.service.demo import StatusLine
 
     stop = threading.Event()
     line = StatusLine(service, stop, out)
@@ -192,7 +192,7 @@ def _run_service(service: Any, *, status_line: bool = False) -> int:
 
 def _load_config(path: str) -> Any:
     """The validated configuration, or None after printing the error."""
-    from streamkm.service.config import load_config
+    from streamkm.config.schema import load_config
 
     try:
         return load_config(path)
@@ -205,9 +205,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``streamkm run -c FILE``."""
     import logging
 
+    from streamkm.app.env_check import ignored_environment
+    from streamkm.config.preflight import check_existing_outputs, preflight
     from streamkm.logs import configure_logging, log_event
-    from streamkm.service.env_check import ignored_environment
-    from streamkm.service.preflight import check_existing_outputs, preflight
 
     config = _load_config(args.config)
     if config is None:
@@ -228,7 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for finding in findings:
         log_event(log, "warning", "preflight_warning", message=finding.message)
     if config.scaleout.enabled:  # one process of a scale-out group (docs/scaleout.md)
-        from streamkm.scaleout.process import ScaleoutService
+        from streamkm.app.scaleout import ScaleoutService
 
         if args.reset_model:
             _error("--reset-model applies to a single process: a scale-out group's model "
@@ -237,7 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _run_service(ScaleoutService(config), status_line=status_line)
     try:
         if args.from_start:
-            from streamkm.service.start_over import start_from_beginning
+            from streamkm.app.start_over import start_from_beginning
 
             moved = start_from_beginning(config)
             log_event(log, "warning", "started_over", checkpoints_moved_to=str(moved)
@@ -250,7 +250,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if kept:
         log_event(log, "warning", f"existing_outputs_{args.on_existing_output}",
                   files=[str(p) for p in kept])
-    from streamkm.service.runtime import Service
+    from streamkm.app.service import Service
 
     resume = bool(kept) and args.on_existing_output == "resume"
     return _run_service(Service(config, reset_model=reset_model,
@@ -260,9 +260,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _kernel_note(config: Any) -> str | None:
     """What ``config show`` says after ``model.kernel``: the kernel the newest checkpoint's
     model runs, or, with ``gamma = "auto"`` and no model yet, that it is chosen later."""
+    from streamkm.app.kernel_label import AUTO_KERNELS, kernel_label, meta_kernel
     from streamkm.exceptions import StateError
-    from streamkm.service.checkpoint import checkpoint_files, read_checkpoint
-    from streamkm.service.kernel_label import AUTO_KERNELS, kernel_label, meta_kernel
+    from streamkm.io.checkpoint import checkpoint_files, read_checkpoint
 
     model = config.model
     folder = Path(config.checkpoint.dir)
@@ -285,7 +285,7 @@ def _kernel_note(config: Any) -> str | None:
 def cmd_config_show(args: argparse.Namespace) -> int:
     """``streamkm config show -c FILE``: the effective configuration as TOML, with the
     kernel in use beside ``model.kernel``."""
-    from streamkm.service.config_view import config_to_toml
+    from streamkm.config.view import config_to_toml
 
     config = _load_config(args.config)
     if config is None:
@@ -296,9 +296,9 @@ def cmd_config_show(args: argparse.Namespace) -> int:
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     """``streamkm config check -c FILE``: validate, show, and check the environment."""
-    from streamkm.service.config_view import config_to_toml
-    from streamkm.service.env_check import ignored_environment
-    from streamkm.service.preflight import checkpoint_findings, existing_outputs, preflight
+    from streamkm.app.env_check import ignored_environment
+    from streamkm.config.preflight import checkpoint_findings, existing_outputs, preflight
+    from streamkm.config.view import config_to_toml
 
     config = _load_config(args.config)
     if config is None:
@@ -340,10 +340,10 @@ def _port_in_use(port: int) -> str | None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``streamkm demo``: generate a drifting stream and cluster it live."""
-    from streamkm.service.demo import DriftingStream, StatusLine, StreamWriter, demo_config
-    from streamkm.service.demo import dump_config
+    from streamkm.app.demo import DriftingStream, StatusLine, StreamWriter, demo_config
+    from streamkm.app.demo import dump_config
+    from streamkm.app.service import Service
     from streamkm.logs import configure_logging
-    from streamkm.service.runtime import Service
 
     state = Path(args.state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -415,7 +415,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_checkpoint_export(args: argparse.Namespace) -> int:
     """``streamkm checkpoint export DIR -o model.npz``."""
-    from streamkm.service.model_export import export_model
+    from streamkm.io.model_export import export_model
 
     try:
         checkpoint, model = export_model(args.dir, args.output)
@@ -448,7 +448,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
     """``streamkm checkpoint inspect DIR``."""
-    from streamkm.service.inspect import print_checkpoints, summarize_checkpoints
+    from streamkm.app.inspect import print_checkpoints, summarize_checkpoints
 
     try:
         summaries = summarize_checkpoints(args.dir)

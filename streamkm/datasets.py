@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._validation import (
+from streamkm._core.validation import (
     check_float,
     check_float_dtype,
     check_int,

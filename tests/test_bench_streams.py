@@ -50,7 +50,7 @@ def test_keel_stream_by_class_delivers_classes_one_after_another():
 
 @pytest.mark.unit
 def test_demo_groups_match_the_demo_points_and_split_the_blob_at_its_midpoint():
-    from streamkm.service.demo import DriftingStream
+    from streamkm.app.demo import DriftingStream
 
     stream = DriftingStream(seed=3, period=8000, split_after=2000)
     x, groups = stream.points_and_groups(0, 6000)

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamkm.decoding import (
+from streamkm.exceptions import ParameterError
+from streamkm.io.decoding import (
     DecodedRecord,
     RecordDecoder,
     RejectReason,
     Rejection,
     position_id,
 )
-from streamkm.exceptions import ParameterError
 from streamkm.sources import OVERSIZED, TRUNCATED, RawRecord
 from streamkm_connectors.file_tailer import FileTailSource
 

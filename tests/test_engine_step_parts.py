@@ -8,9 +8,9 @@ import pytest
 
 import streamkm
 from streamkm import MiniBatchKernelKMeans, ParameterError, _threads
+from streamkm._core.threads import block_threads, row_chunks
 from streamkm._numba import centers as nc
 from streamkm._numba import kernels as nk
-from streamkm._threads import block_threads, row_chunks
 from streamkm.cluster._centers import SupportCenters, learning_rates, sq_norms
 from streamkm.kernels import KernelSpec
 

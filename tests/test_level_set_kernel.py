@@ -10,11 +10,11 @@ from sklearn.datasets import make_blobs, make_circles
 from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
+from streamkm._core.state_io import read_npz, write_npz_atomic
 from streamkm.batch import KernelKMeans
 from streamkm.exceptions import NoLevelSetError, ParameterError, StateError, StreamkmError
 from streamkm.kernels import KernelSpec
 from streamkm.kernels.level_set import density_radii, density_scores
-from streamkm.state_io import read_npz, write_npz_atomic
 
 
 def _noisy_rings(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,9 +16,7 @@ import pytest
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from streamkm import MiniBatchKernelKMeans
-from streamkm.drift import DriftPolicy
-from streamkm.exceptions import ConfigError, ParameterError
-from streamkm.service.config import (
+from streamkm.config.schema import (
     MODEL_KEYS_ELSEWHERE,
     MODEL_SERVICE_DEFAULTS,
     BatchingConfig,
@@ -26,6 +24,8 @@ from streamkm.service.config import (
     ModelConfig,
     load_config,
 )
+from streamkm.drift import DriftPolicy
+from streamkm.exceptions import ConfigError, ParameterError
 
 pytest.importorskip("river")
 from streamkm.river import RIVER_NAMES, KernelKMeans  # noqa: E402

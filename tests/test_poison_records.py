@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from streamkm.decoding import RecordDecoder
-from streamkm.service.batcher import Batcher
+from streamkm.io.batcher import Batcher
+from streamkm.io.decoding import RecordDecoder
 from streamkm.sources import RawRecord
 from streamkm_connectors.file_sinks import AssignmentFileSink, DeadLetterFileSink, EventFileSink
 from streamkm_connectors.kafka_common import KafkaRecord

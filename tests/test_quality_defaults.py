@@ -13,9 +13,9 @@ from sklearn.decomposition import TruncatedSVD
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from streamkm import MiniBatchKernelKMeans
+from streamkm._core.randomized_svd import randomized_svd
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.sketch import ApproxSVD
-from streamkm._randomized_svd import randomized_svd
 
 # per test: the ARI floors of the defaults are slow, not unit (``-m unit`` stays fast)
 
@@ -251,7 +251,7 @@ def test_auto_on_blobs_is_as_good_as_the_median_width_with_or_without_drift_hand
 @pytest.mark.unit
 def test_checkpoint_with_a_numeric_gamma_still_loads(tmp_path):
     """States written before gamma="auto" could choose a kernel hold gamma as a number."""
-    from streamkm.state_io import read_npz, write_npz_atomic
+    from streamkm._core.state_io import read_npz, write_npz_atomic
 
     x = np.random.default_rng(0).normal(size=(300, 3))
     model = MiniBatchKernelKMeans(3, gamma=0.7, random_state=0).fit(x)

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import streamkm.decoding_sparse
-from streamkm.decoding import RecordDecoder, RejectReason, position_id, safe_text
+from streamkm.io.decoding import RecordDecoder, RejectReason, position_id, safe_text
+import streamkm.io.decoding_sparse
 from streamkm.sources import RawRecord
 from streamkm_connectors.file_sinks import AssignmentFileSink, DeadLetterFileSink, EventFileSink
 
@@ -119,11 +119,11 @@ def test_fast_path_decides_exactly_as_the_stdlib_path(batch: list[tuple[dict[str
     fast = RecordDecoder(format=fmt, dim=3)
     slow = RecordDecoder(format=fmt, dim=3)
     slow._typed_dense = _RefuseAll()
-    original = streamkm.decoding_sparse.typed_json_decoder
+    original = streamkm.io.decoding_sparse.typed_json_decoder
     expected_fast = _outcome(fast, records)
-    streamkm.decoding_sparse.typed_json_decoder = lambda *a: _RefuseAll()
+    streamkm.io.decoding_sparse.typed_json_decoder = lambda *a: _RefuseAll()
     try:
         expected_slow = _outcome(slow, records)
     finally:
-        streamkm.decoding_sparse.typed_json_decoder = original
+        streamkm.io.decoding_sparse.typed_json_decoder = original
     assert expected_fast == expected_slow

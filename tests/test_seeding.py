@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamkm._kernel_lloyd import FactoredGram
-from streamkm._seeding import (
+from streamkm._core.kernel_lloyd import FactoredGram
+from streamkm._core.seeding import (
     d2_sampling,
     euclidean_sq_dist_to,
     farthest_first,

@@ -2,7 +2,7 @@
 assembly of the centers' Gram matrices after an update.
 
 All are serial and release the GIL, so the engine can run them on row chunks from several
-threads (see :mod:`streamkm._threads`).
+threads (see :mod:`streamkm._core.threads`).
 """
 
 from __future__ import annotations

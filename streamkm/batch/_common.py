@@ -6,7 +6,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from streamkm._validation import check_int
+from streamkm._core.validation import check_int
 from streamkm.exceptions import NotFittedError, ParameterError
 
 __all__ = ["check_n_clusters", "check_is_fitted", "row_chunks", "mean_feature_variance"]

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._validation import check_array, check_random_state
+from streamkm._core.seeding import euclidean_sq_dist_to, farthest_first
+from streamkm._core.validation import check_array, check_random_state
 from streamkm.batch._common import check_n_clusters
-from streamkm._seeding import euclidean_sq_dist_to, farthest_first
 
 __all__ = ["k_center"]
 

@@ -14,8 +14,8 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._estimator import KERNEL_CONSTRAINTS, RANDOM_STATE_CONSTRAINT, StreamkmEstimator
-from streamkm._kernel_lloyd import (
+from streamkm._core.estimator import KERNEL_CONSTRAINTS, RANDOM_STATE_CONSTRAINT, StreamkmEstimator
+from streamkm._core.kernel_lloyd import (
     Gram,
     KernelLloydResult,
     feature_gram,
@@ -23,9 +23,9 @@ from streamkm._kernel_lloyd import (
     kernel_lloyd,
     one_hot,
 )
-from streamkm._validation import check_random_state
+from streamkm._core.seeding import d2_sampling, farthest_first, gram_sq_dist_to
+from streamkm._core.validation import check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, row_chunks
-from streamkm._seeding import d2_sampling, farthest_first, gram_sq_dist_to
 from streamkm.exceptions import ParameterError
 from streamkm.kernels import KernelSpec, build_kernel
 

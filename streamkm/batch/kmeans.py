@@ -15,15 +15,15 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._estimator import (
+from streamkm._core.estimator import (
     RANDOM_STATE_CONSTRAINT,
     PreservesFloat32Mixin,
     StreamkmEstimator,
 )
+from streamkm._core.seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
+from streamkm._core.validation import check_array, check_random_state
 from streamkm._numba.lloyd import assign_from_inner, cluster_sums, sq_dist_to_assigned
-from streamkm._validation import check_array, check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, mean_feature_variance
-from streamkm._seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
 from streamkm.exceptions import ParameterError
 
 __all__ = ["KMeans", "lloyd", "assign_nearest", "LloydResult"]

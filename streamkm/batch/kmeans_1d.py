@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from streamkm._core.validation import check_array
 from streamkm._numba.dp1d import kmeans_1d_dp
-from streamkm._validation import check_array
 from streamkm.batch._common import check_n_clusters
 from streamkm.exceptions import ValidationError
 

@@ -1,6 +1,6 @@
 """Seeding of the rows of X: k-means++ (D^2 sampling) and farthest traversal.
 
-Both are :func:`streamkm._seeding.d2_sampling` / :func:`~streamkm._seeding.farthest_first`
+Both are :func:`streamkm._core.seeding.d2_sampling` / :func:`~streamkm._core.seeding.farthest_first`
 over Euclidean distances; the same functions seed in a kernel's feature space.
 """
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
-from streamkm._validation import check_array, check_random_state
+from streamkm._core.seeding import d2_sampling, euclidean_sq_dist_to, farthest_first
+from streamkm._core.validation import check_array, check_random_state
 from streamkm.batch._common import check_n_clusters
 
 __all__ = ["kmeans_plusplus", "farthest_traversal"]

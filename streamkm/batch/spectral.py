@@ -9,10 +9,10 @@ import numpy as np
 from sklearn.base import ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._estimator import RANDOM_STATE_CONSTRAINT, StreamkmEstimator
-from streamkm._validation import check_int, check_random_state
+from streamkm._core.estimator import RANDOM_STATE_CONSTRAINT, StreamkmEstimator
+from streamkm._core.randomized_svd import top_right_singular_vectors
+from streamkm._core.validation import check_int, check_random_state
 from streamkm.batch._common import check_n_clusters, row_chunks
-from streamkm._randomized_svd import top_right_singular_vectors
 from streamkm.batch.kmeans import KMeans
 from streamkm.exceptions import ValidationError
 from streamkm.kernels import KernelSpec, median_heuristic_gamma

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval
 
-from streamkm._estimator import StreamkmEstimator
+from streamkm._core.estimator import StreamkmEstimator
 from streamkm._numba.ward import half_sq_distances, ward_nn_chain
 from streamkm.batch._common import check_is_fitted, check_n_clusters
 

@@ -12,17 +12,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamkm._numba import centers as _nc
-from streamkm._numba import kernels as _nk
-from streamkm._numba.lloyd import cluster_sums
-from streamkm._threads import block_threads, row_chunks, run_row_chunks, step_threads
-from streamkm._raw_rows import (
+from streamkm._core.raw_rows import (
     RawRows,
     cluster_means,
     raw_from_arrays,
     raw_to_arrays,
     stack_rows,
 )
+from streamkm._core.threads import block_threads, row_chunks, run_row_chunks, step_threads
+from streamkm._numba import centers as _nc
+from streamkm._numba import kernels as _nk
+from streamkm._numba.lloyd import cluster_sums
 from streamkm.exceptions import ValidationError
 from streamkm.kernels import KernelSpec
 
@@ -353,7 +353,7 @@ class SupportCenters:
         center once updated, and a step's kernel work is K(B, S) plus K(B, N) for the kept
         new rows N (at most min(b, k tau)): linear in b.
 
-        The batch is processed in row chunks (:mod:`streamkm._threads`): each chunk's
+        The batch is processed in row chunks (:mod:`streamkm._core.threads`): each chunk's
         kernel block is reduced to per-batch partial sums and to the row's values against
         its own center right away, so no (b x support) block outlives its chunk.
         """

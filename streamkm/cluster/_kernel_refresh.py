@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._raw_rows import RawRows, raw_from_arrays, raw_to_arrays, stack_rows
+from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, stack_rows
 from streamkm.cluster._centers import ExplicitCenters, sq_norms
 from streamkm.kernels import KernelSpec
 

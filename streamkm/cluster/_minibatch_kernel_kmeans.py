@@ -17,15 +17,19 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._estimator import (
+from streamkm._core.estimator import (
     KERNEL_CONSTRAINTS,
     RANDOM_STATE_CONSTRAINT,
     PreservesFloat32Mixin,
     StreamkmEstimator,
     same_param_value,
 )
-from streamkm._kernel_lloyd import feature_gram
-from streamkm._validation import check_array, check_random_state
+from streamkm._core.kernel_lloyd import feature_gram
+from streamkm._core.raw_rows import RawRows
+from streamkm._core.rng_state import rng_from_json_state, rng_state_to_json
+from streamkm._core.state_io import read_npz, write_npz_atomic
+from streamkm._core.threads import step_threads
+from streamkm._core.validation import check_array, check_random_state
 from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refresh_kernel,
@@ -33,17 +37,13 @@ from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refr
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
-from streamkm._raw_rows import RawRows
-from streamkm._threads import step_threads
-from streamkm._rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import (NoLevelSetError, NotFittedError, ParameterError, StateError,
                                  ValidationError)
 from streamkm.kernels import KernelSpec, build_kernel
-from streamkm.kernels._spec import check_kernel_options
 from streamkm.kernels._decision import AutoDecision
+from streamkm.kernels._spec import check_kernel_options
 from streamkm.model import StepReport
-from streamkm.state_io import read_npz, write_npz_atomic
 
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
 

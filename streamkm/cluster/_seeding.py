@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamkm._seeding import d2_sampling, farthest_first, kernel_sq_dist_to
+from streamkm._core.seeding import d2_sampling, farthest_first, kernel_sq_dist_to
 from streamkm.kernels import KernelSpec
 
 __all__ = ["kernel_kmeans_plusplus", "kernel_farthest_traversal"]
@@ -18,7 +18,7 @@ def kernel_kmeans_plusplus(
     x: np.ndarray, n_clusters: int, kernel: KernelSpec, rng: np.random.Generator,
     n_local_trials: int | None = None,
 ) -> np.ndarray:
-    """Greedy kernel k-means++ (:func:`streamkm._seeding.d2_sampling`) with
+    """Greedy kernel k-means++ (:func:`streamkm._core.seeding.d2_sampling`) with
     ``n_local_trials`` candidates per round (default 2 + floor(ln k))."""
     if n_local_trials is None:
         n_local_trials = 2 + int(np.log(n_clusters))

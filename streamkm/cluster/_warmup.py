@@ -1,7 +1,7 @@
 """Warm-up of candidate initialisations on the initialisation sample.
 
 The sample's kernel matrix is computed once; each candidate then runs full-batch kernel
-k-means from its seed rows on the sample (:func:`streamkm._kernel_lloyd.kernel_lloyd`, the
+k-means from its seed rows on the sample (:func:`streamkm._core.kernel_lloyd.kernel_lloyd`, the
 implementation of exact :class:`streamkm.batch.KernelKMeans`: per-cluster kernel sums
 updated by the rows that changed cluster, the GEMM in the kernel matrix's dtype) for at most
 ``max_steps`` center updates, stopping earlier once its assignment of the sample no longer
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamkm._kernel_lloyd import Gram, gram_columns, kernel_lloyd
+from streamkm._core.kernel_lloyd import Gram, gram_columns, kernel_lloyd
 
 __all__ = ["WarmedCandidate", "warm_up"]
 

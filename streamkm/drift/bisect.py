@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._validation import check_array, check_choice, check_int, check_random_state
+from streamkm._core.validation import check_array, check_choice, check_int, check_random_state
 from streamkm.drift.frus import frus_centers
 from streamkm.drift.rscd import rscd_pairs
 from streamkm.drift.rtmm import rtmm_pairs

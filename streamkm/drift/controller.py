@@ -37,8 +37,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamkm._raw_rows import RawRows
-from streamkm._rng_state import rng_from_json_state, rng_state_to_json
+from streamkm._core.raw_rows import RawRows
+from streamkm._core.rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.bisect import kernel_bisect
 from streamkm.drift.merge import MergeChoice, smallest_ward_pair
 from streamkm.drift.monitor import SpreadMonitor

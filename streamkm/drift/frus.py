@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._validation import check_random_state
+from streamkm._core.sparse_input import check_sketch_input, is_sparse
+from streamkm._core.validation import check_random_state
 from streamkm.drift.rtmm import _check_count
 from streamkm.exceptions import ParameterError
-from streamkm._sparse_input import check_sketch_input, is_sparse
 
 __all__ = ["feature_range", "frus_centers", "uniform_in_box"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
-from streamkm._validation import check_choice, check_float, check_int
+from streamkm._core.validation import check_choice, check_float, check_int
 from streamkm.drift.bisect import SEEDINGS
 from streamkm.exceptions import ParameterError
 

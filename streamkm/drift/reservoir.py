@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamkm._sparse import is_sparse
-from streamkm._raw_rows import (
+from streamkm._core.raw_rows import (
     RawRows,
     raw_from_arrays,
     raw_to_arrays,
     stack_rows,
 )
+from streamkm._core.sparse import is_sparse
 
 __all__ = ["RecentRows"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._validation import check_random_state
+from streamkm._core.validation import check_random_state
 from streamkm.drift.rtmm import _check_n_and_m
 from streamkm.exceptions import ParameterError
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._validation import check_random_state
+from streamkm._core.validation import check_random_state
 from streamkm.exceptions import ParameterError
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._validation import check_int
+from streamkm._core.validation import check_int
 from streamkm.exceptions import ParameterError, ValidationError
 
 __all__ = [

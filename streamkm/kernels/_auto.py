@@ -39,7 +39,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from streamkm._kernel_lloyd import (
+from streamkm._core.kernel_lloyd import (
     Gram, feature_gram, gram_columns, gram_diagonal, kernel_lloyd, one_hot,
 )
 from streamkm._numba import knn_graph as _nkg

@@ -43,6 +43,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
+from streamkm._core.state_io import array_digest
 from streamkm._numba.anchor_graph import nearest_anchors
 from streamkm.kernels._common import (InnerProductKernel, check_diffusion_time,
                                      check_positive_int, features_by_blocks)
@@ -50,7 +51,6 @@ from streamkm.kernels._graph import distinct_rows, row_blocks
 from streamkm.kernels._registry import register
 from streamkm.kernels._spectral import (MIN_EIGENVALUE, auto_diffusion_time,
                                         leading_eigenpairs, significant_eigenpairs)
-from streamkm.state_io import array_digest
 
 __all__ = ["Anchor", "AnchorState", "anchor_weights"]
 

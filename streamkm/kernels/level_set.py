@@ -46,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from streamkm._kernel_lloyd import one_hot
+from streamkm._core.kernel_lloyd import one_hot
 from streamkm._numba.anchor_graph import nearest_anchors
 from streamkm.exceptions import NoLevelSetError, ParameterError, StateError
 from streamkm.kernels._common import (InnerProductKernel, check_number_in, check_positive_int,

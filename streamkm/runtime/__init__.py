@@ -8,7 +8,7 @@
   listener's routes; :class:`HealthChecks` (:mod:`.health`): ``/healthz``, ``/readyz`` and
   the readiness checks (:mod:`.watchdog`: systemd's watchdog fed by the liveness check).
 
-``streamkm.runtime.build.build_runtime`` picks the learner from a configuration.
+``streamkm.app.build.build_runtime`` picks the learner from a configuration.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ same check feeds the unit's watchdog, :mod:`streamkm.runtime.watchdog`).
 ``/readyz`` (readiness) answers 200 when every registered check passes: ``runtime``
 (started, not stopping), ``model`` (loaded or restored; in scale-out mode: a model version
 adopted), ``source`` (partitions open, every input they found readable; a source with
-:class:`~streamkm.sources.ReportsReadiness` must say it is ready, e.g. a Kafka consumer
+:class:`~streamkm.io.sources.ReportsReadiness` must say it is ready, e.g. a Kafka consumer
 connected and in its group) and ``checkpoint`` (the last checkpoint attempt succeeded).
 Features add checks with :meth:`HealthChecks.register`. A 503 here means "not doing its
 job right now, may recover by itself" (Kubernetes ``readinessProbe``; no restart).
@@ -30,13 +30,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamkm.config.schema import ServiceConfig
+from streamkm.io.sources import ReportsReadiness
 from streamkm.logs import log_event
 from streamkm.runtime.http import HttpRequest, HttpResponse, HttpRouter, json_response
 from streamkm.runtime.learner import RuntimeHook
 from streamkm.runtime.pauses import PauseClock
 from streamkm.runtime.watchdog import SystemdWatchdog
-from streamkm.service.config import ServiceConfig
-from streamkm.sources import ReportsReadiness
 
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from streamkm.exceptions import StorageError
 from streamkm.logs import log_event
-from streamkm.service.metrics import ServiceMetrics
+from streamkm.runtime.metrics import ServiceMetrics
 
 __all__ = ["IoGuard", "IoHealth", "INITIAL_BACKOFF_S", "MAX_BACKOFF_S"]
 

@@ -9,7 +9,7 @@ a learner owns the model and the partitions' ownership:
 * :class:`~streamkm.scaleout.worker.ScaleoutWorker` assigns with the group's global model,
   sends updates and leads the merge while elected (``docs/scaleout.md``).
 
-A learner is also the :class:`~streamkm.sources.AssignmentListener` of a dynamic source.
+A learner is also the :class:`~streamkm.io.sources.AssignmentListener` of a dynamic source.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from streamkm.service.batcher import Batch
-from streamkm.service.checkpoint import Checkpoint
+from streamkm.io.batcher import Batch
+from streamkm.io.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime

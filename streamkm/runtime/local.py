@@ -6,7 +6,7 @@ right after that batch's output. A restart restores the model, truncates the fil
 to those lengths and resumes every partition from its position, so each valid record
 affects the model once whatever crashes happen between checkpoints.
 
-A :class:`~streamkm.sources.DynamicSource` (a Kafka consumer group) changes its partitions
+A :class:`~streamkm.io.sources.DynamicSource` (a Kafka consumer group) changes its partitions
 at run time. Its assignment hooks run only while the runtime polls it, never during a
 batch: on revocation the batch being collected is dropped, the partitions that stay are
 rebuilt from their last processed snapshots, a checkpoint is written (revoked partitions
@@ -18,16 +18,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from streamkm.config.schema import ServiceConfig
+from streamkm.config.view import flatten_config
+from streamkm.io.batcher import Batch
+from streamkm.io.checkpoint import Checkpoint
+from streamkm.io.sources import RELEASED
 from streamkm.logs import log_event
 from streamkm.model import StreamModel
 from streamkm.runtime.learner import CheckpointContent, Learned
-from streamkm.service.batcher import Batch
-from streamkm.service.checkpoint import Checkpoint
-from streamkm.service.config import ServiceConfig
-from streamkm.service.config_view import flatten_config
-from streamkm.service.sketching import ServiceSketching
-from streamkm.service.wiring import build_model
-from streamkm.sources import RELEASED
+from streamkm.runtime.sketching import ServiceSketching
+from streamkm.runtime.wiring import build_model
 
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime

@@ -33,24 +33,24 @@ from typing import Any
 import numpy as np
 from prometheus_client import CollectorRegistry
 
-from streamkm.decoding import RejectReason
+from streamkm.app.resume_point import read_resume_point, resume_point_path, write_resume_point
+from streamkm.config.diff import check_against_checkpoint
+from streamkm.config.preflight import metrics_bind_error
+from streamkm.config.schema import ServiceConfig, config_hash
 from streamkm.exceptions import CheckpointError, ParameterError, StateError, StorageError
+from streamkm.io.batcher import Batch, Batcher
+from streamkm.io.checkpoint import Checkpoint, CheckpointStore
+from streamkm.io.decoding import RejectReason
+from streamkm.io.sinks import SinkSet
+from streamkm.io.sources import DynamicSource, Source, SourcePartition
 from streamkm.logs import log_event
 from streamkm.runtime.health import HealthChecks, install_health
 from streamkm.runtime.http import HttpRouter, HttpServer, metrics_handler, start_http_server
 from streamkm.runtime.io_guard import IoGuard, IoHealth
 from streamkm.runtime.learner import CheckpointContent, Learned, Learner, RuntimeHook
+from streamkm.runtime.metrics import ServiceMetrics
 from streamkm.runtime.status import ServiceStatus
-from streamkm.service.batcher import Batch, Batcher
-from streamkm.service.checkpoint import Checkpoint, CheckpointStore
-from streamkm.service.config import ServiceConfig, config_hash
-from streamkm.service.config_diff import check_against_checkpoint
-from streamkm.service.preflight import metrics_bind_error
-from streamkm.service.resume_point import read_resume_point, resume_point_path, write_resume_point
-from streamkm.service.metrics import ServiceMetrics
-from streamkm.service.wiring import build_decoder, build_sinks, build_source
-from streamkm.sinks import SinkSet
-from streamkm.sources import DynamicSource, Source, SourcePartition
+from streamkm.runtime.wiring import build_decoder, build_sinks, build_source
 
 __all__ = ["Runtime"]
 
@@ -99,7 +99,7 @@ class Runtime:
         self.reset_model = reset_model
         self.model_was_reset = False
         #: ``streamkm run --on-existing-output=resume``: without a checkpoint, start a fresh
-        #: model from the resume point beside the outputs (:mod:`streamkm.service.resume_point`).
+        #: model from the resume point beside the outputs (:mod:`streamkm.app.resume_point`).
         self.resume_from_outputs = resume_from_outputs
         self.resume_point = (None if config.scaleout.enabled
                              else resume_point_path(config.sinks))
@@ -599,7 +599,7 @@ class Runtime:
             sink_positions = self.sinks.sync()
             # Transactional outputs are committed with the positions before the checkpoint
             # that holds them: a crash in between replays records whose outputs exist
-            # (suppressed, see streamkm.sinks), never loses outputs.
+            # (suppressed, see streamkm.io.sinks), never loses outputs.
             self.sinks.commit(content.positions, self.source)
             path = self.store.write(
                 model_arrays=content.model_arrays, model_meta=content.model_meta,

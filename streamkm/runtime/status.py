@@ -6,9 +6,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamkm._rejection import RejectReason
-from streamkm.service.batcher import Batch
-from streamkm.service.metrics import ServiceMetrics
+from streamkm.io.batcher import Batch
+from streamkm.io.rejection import RejectReason
+from streamkm.runtime.metrics import ServiceMetrics
 
 __all__ = ["ServiceStatus"]
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._sparse import is_sparse
+from streamkm._core.sparse import is_sparse
+from streamkm.io.batcher import Batch
 from streamkm.logs import log_event
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.compress import subsample_per_cluster
 from streamkm.scaleout.ledger import PartitionLedger
 from streamkm.scaleout.messages import Fence, ModelUpdate, encode_message
 from streamkm.scaleout.transport import UpdatesSender
-from streamkm.service.batcher import Batch
 
 __all__ = ["PartitionFences", "PreparedUpdate"]
 

@@ -39,12 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._raw_rows import raw_from_arrays, raw_to_arrays, stack_rows
-from streamkm._sparse import is_sparse
+from streamkm._core.raw_rows import raw_from_arrays, raw_to_arrays, stack_rows
+from streamkm._core.sparse import is_sparse
+from streamkm._core.state_io import decode_npz_bytes, encode_npz_bytes
 from streamkm.exceptions import StateError
 from streamkm.scaleout.ledger import DROP_REASONS, PartitionLedger, UpdateVerdict
 from streamkm.scaleout.messages import Fence, LeaderClaim, Message
-from streamkm.state_io import decode_npz_bytes, encode_npz_bytes
 
 __all__ = ["MergeLeader", "ModelVersion", "ApplyOutcome", "Leadership", "VERSION_FORMAT",
            "Stepper", "plain_step"]

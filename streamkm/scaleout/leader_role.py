@@ -24,8 +24,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamkm.config.schema import ServiceConfig
 from streamkm.exceptions import StateError
 from streamkm.logs import log_event
+from streamkm.runtime.sketching import ServiceSketching
+from streamkm.runtime.wiring import build_model
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.leader import MergeLeader, ModelVersion
 from streamkm.scaleout.messages import LeaderClaim, decode_message, encode_message
@@ -37,9 +40,6 @@ from streamkm.scaleout.transport import (
     UpdatesReader,
     UpdatesSender,
 )
-from streamkm.service.config import ServiceConfig
-from streamkm.service.sketching import ServiceSketching
-from streamkm.service.wiring import build_model
 
 if TYPE_CHECKING:
     from streamkm.runtime.shell import Runtime

@@ -16,8 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from streamkm.config.schema import ScaleoutConfig
 from streamkm.exceptions import StateError
 from streamkm.logs import log_event
+from streamkm.runtime.metrics import ServiceMetrics
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.transport import (
     BrokerProbe,
@@ -26,8 +28,6 @@ from streamkm.scaleout.transport import (
     ScaleoutTransport,
     UpdatesSender,
 )
-from streamkm.service.config import ScaleoutConfig
-from streamkm.service.metrics import ServiceMetrics
 
 __all__ = ["BrokerLink", "BROKER_CLIENT", "PROBE_TIMEOUT_S"]
 

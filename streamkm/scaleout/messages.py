@@ -2,7 +2,7 @@
 leader claims.
 
 Both are encoded as the bytes of one ``.npz`` with JSON metadata and per-array SHA-256
-(:func:`streamkm.state_io.encode_npz_bytes`; no pickle).
+(:func:`streamkm._core.state_io.encode_npz_bytes`; no pickle).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._raw_rows import raw_from_arrays, raw_to_arrays
-from streamkm._sparse import is_sparse
+from streamkm._core.raw_rows import raw_from_arrays, raw_to_arrays
+from streamkm._core.sparse import is_sparse
+from streamkm._core.state_io import decode_npz_bytes, encode_npz_bytes
 from streamkm.exceptions import StateError
-from streamkm.state_io import decode_npz_bytes, encode_npz_bytes
 
 __all__ = ["ModelUpdate", "Fence", "LeaderClaim", "encode_message", "decode_message", "MESSAGE_FORMAT"]
 

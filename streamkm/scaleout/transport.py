@@ -1,5 +1,5 @@
 """What scale-out mode needs from its message transport (implemented by a connector, e.g.
-``streamkm_connectors.scaleout_kafka``; found through :mod:`streamkm.registry`).
+``streamkm_connectors.scaleout_kafka``; found through :mod:`streamkm.io.registry`).
 
 Every method that talks to the broker raises :class:`~streamkm.exceptions.TransportError`
 (retried by the caller) or :class:`~streamkm.exceptions.ConfigError` (invalid client

@@ -32,10 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamkm import registry
-from streamkm._sparse import is_sparse
+from streamkm._core.sparse import is_sparse
 from streamkm.cluster import MiniBatchKernelKMeans
+from streamkm.config.schema import ServiceConfig
 from streamkm.exceptions import StateError
+from streamkm.io import registry
+from streamkm.io.batcher import Batch
+from streamkm.io.checkpoint import Checkpoint
 from streamkm.logs import log_event
 from streamkm.runtime.learner import CheckpointContent, Learned
 from streamkm.scaleout.backoff import Backoff
@@ -45,9 +48,6 @@ from streamkm.scaleout.leader_role import LeaderRole
 from streamkm.scaleout.link import BrokerLink
 from streamkm.scaleout.metrics import ScaleoutMetrics
 from streamkm.scaleout.transport import ScaleoutTransport
-from streamkm.service.batcher import Batch
-from streamkm.service.checkpoint import Checkpoint
-from streamkm.service.config import ServiceConfig
 from streamkm.sketch import SketchedKernelKMeans
 
 if TYPE_CHECKING:

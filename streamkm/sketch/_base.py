@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 
-from streamkm._estimator import PreservesFloat32Mixin, SparseInputMixin, StreamkmEstimator
+from streamkm._core.estimator import PreservesFloat32Mixin, SparseInputMixin, StreamkmEstimator
+from streamkm._core.sparse_input import SketchInput
 from streamkm.exceptions import NotFittedError, StateError
-from streamkm._sparse_input import SketchInput
 
 __all__ = ["BaseSketcher", "STATE_FORMAT_VERSION"]
 

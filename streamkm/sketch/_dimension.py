@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from streamkm._validation import check_float, check_int
+from streamkm._core.validation import check_float, check_int
 
 __all__ = ["kmeans_sketch_dimension", "feature_selection_dimension"]
 

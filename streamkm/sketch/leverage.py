@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._estimator import RANDOM_STATE_CONSTRAINT
-from streamkm._validation import check_random_state
+from streamkm._core.estimator import RANDOM_STATE_CONSTRAINT
+from streamkm._core.sparse_input import SketchInput, select_columns
+from streamkm._core.validation import check_random_state
 from streamkm.exceptions import ParameterError, StateError
 from streamkm.sketch._base import BaseSketcher, require_array
 from streamkm.sketch._dimension import feature_selection_dimension
-from streamkm._sparse_input import SketchInput, select_columns
 from streamkm.sketch.svd import approximate_right_singular_vectors
 
 __all__ = ["LeverageScoreSelector", "leverage_probabilities"]

@@ -23,16 +23,16 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import HasMethods, Interval
 
-from streamkm._estimator import SparseInputMixin, StreamkmEstimator
+from streamkm._core.estimator import SparseInputMixin, StreamkmEstimator
+from streamkm._core.sparse import is_sparse
+from streamkm._core.sparse_input import check_sketch_input
+from streamkm._core.state_io import read_npz, write_npz_atomic
 from streamkm._version import __version__
 from streamkm.exceptions import NotFittedError, StateError, ValidationError
 from streamkm.sketch._base import STATE_FORMAT_VERSION, BaseSketcher
-from streamkm._sparse import is_sparse
-from streamkm._sparse_input import check_sketch_input
 from streamkm.sketch.projection import RandomProjection
 from streamkm.sketch.reservoir import RowReservoir
 from streamkm.sketch.state import SKETCHER_TYPES, sketcher_from_state
-from streamkm.state_io import read_npz, write_npz_atomic
 
 __all__ = ["SketchedKernelKMeans", "SKETCH_STATE_FORMAT", "PIPELINE_STATE_FORMAT",
            "is_data_dependent"]

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._estimator import RANDOM_STATE_CONSTRAINT
-from streamkm._validation import check_random_state
+from streamkm._core.estimator import RANDOM_STATE_CONSTRAINT
+from streamkm._core.sparse_input import SketchInput, right_multiply
+from streamkm._core.validation import check_random_state
 from streamkm.exceptions import ParameterError, StateError
 from streamkm.sketch._base import BaseSketcher, float_dtype_from_name, require_array
 from streamkm.sketch._dimension import kmeans_sketch_dimension
-from streamkm._sparse_input import SketchInput, right_multiply
 
 __all__ = ["RandomProjection", "PROJECTION_KINDS"]
 

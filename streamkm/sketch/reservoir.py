@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from streamkm._rng_state import rng_from_json_state, rng_state_to_json
-from streamkm._validation import check_int
+from streamkm._core.rng_state import rng_from_json_state, rng_state_to_json
+from streamkm._core.sparse import is_sparse
+from streamkm._core.validation import check_int
 from streamkm.exceptions import StateError, ValidationError
-from streamkm._sparse import is_sparse
 
 __all__ = ["RowReservoir", "RESERVOIR_FORMAT"]
 

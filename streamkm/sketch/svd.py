@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from streamkm._estimator import RANDOM_STATE_CONSTRAINT
-from streamkm._validation import check_random_state
+from streamkm._core.estimator import RANDOM_STATE_CONSTRAINT
+from streamkm._core.randomized_svd import randomized_svd
+from streamkm._core.sparse_input import SketchInput, right_multiply
+from streamkm._core.validation import check_random_state
 from streamkm.exceptions import ValidationError
 from streamkm.sketch._base import BaseSketcher, float_dtype_from_name, require_array
-from streamkm._randomized_svd import randomized_svd
-from streamkm._sparse_input import SketchInput, right_multiply
 
 __all__ = ["ApproxSVD", "approximate_right_singular_vectors", "range_finder_width"]
 
@@ -33,7 +33,7 @@ def approximate_right_singular_vectors(
     The construction of Lemma 4: Y = X Omega with ``k + ceil(k/eps) + 1`` i.i.d. N(0, 1)
     columns, Q = orth(Y), Z = the top-k right singular vectors of Q^T X, which gives
     E||X - X Z Z^T||_F^2 <= (1 + eps) ||X - X_k||_F^2; ``n_power_iter`` power iterations
-    (:func:`streamkm._randomized_svd.randomized_svd`) only sharpen Z. Sparse X stays
+    (:func:`streamkm._core.randomized_svd.randomized_svd`) only sharpen Z. Sparse X stays
     sparse. Each column's largest-magnitude entry is positive.
 
     Returns

@@ -21,8 +21,8 @@ from streamkm.view.cluster_view import ClusterView
 from streamkm.view.sizes import RecentClusterSizes
 
 if TYPE_CHECKING:
+    from streamkm.io.batcher import Batch
     from streamkm.runtime.shell import Runtime
-    from streamkm.service.batcher import Batch
 
 __all__ = ["ClusterViewHook", "install_cluster_view", "PAGE_PATH", "API_PATH"]
 

@@ -96,10 +96,10 @@ def checkpoint_view(directory: str | Path, *, data: str | Path | None = None,
     the model assigns them. A linear model keeps no records: it needs ``data``. Returns the
     document and a title.
     """
-    from streamkm.service.config import DecodingConfig
-    from streamkm.service.model_export import latest_valid_checkpoint, model_from_checkpoint
-    from streamkm.service.wiring import build_decoder
-    from streamkm.sources import RawRecord
+    from streamkm.config.schema import DecodingConfig
+    from streamkm.io.model_export import latest_valid_checkpoint, model_from_checkpoint
+    from streamkm.io.sources import RawRecord
+    from streamkm.runtime.wiring import build_decoder
 
     checkpoint = latest_valid_checkpoint(directory)
     model = model_from_checkpoint(checkpoint)

@@ -7,13 +7,13 @@ import pytest
 from sklearn.datasets import make_blobs, make_circles
 from sklearn.metrics import adjusted_rand_score
 
-from streamkm.batch import KernelKMeans, KMeans, kernel_lloyd
-from streamkm._kernel_lloyd import (
+from streamkm._core.kernel_lloyd import (
     FactoredGram,
     _cluster_kernel_sums,
     _update_cluster_kernel_sums,
     feature_gram,
 )
+from streamkm.batch import KernelKMeans, KMeans, kernel_lloyd
 from streamkm.exceptions import NotFittedError, ParameterError, ValidationError
 from streamkm.kernels import KernelSpec, median_heuristic_gamma
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from kafka import TopicPartition
 
-from streamkm.decoding import RecordDecoder
 from streamkm.exceptions import SinkError
+from streamkm.io.decoding import RecordDecoder
 from streamkm.sources import OVERSIZED, RELEASED
 from streamkm_connectors.kafka_sinks import (
     AssignmentKafkaSink,
@@ -232,7 +232,7 @@ def test_with_transactional_outputs_records_below_the_committed_offset_are_repla
 
 
 def test_sinkset_writes_nothing_for_replayed_records() -> None:
-    from streamkm.decoding import RejectReason
+    from streamkm.io.decoding import RejectReason
     from streamkm.sinks import SinkSet
     from streamkm.sources import RawRecord
 

@@ -12,6 +12,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
+from streamkm.config.schema import DriftConfig
 from streamkm.drift import (
     DriftPolicy,
     feature_range,
@@ -24,7 +25,6 @@ from streamkm.drift import (
 )
 from streamkm.exceptions import ParameterError, StreamkmError, ValidationError
 from streamkm.kernels import KernelSpec
-from streamkm.service.config import DriftConfig
 
 pytestmark = pytest.mark.unit
 

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from streamkm.exceptions import StateError
+from streamkm.io.checkpoint import checkpoint_files, read_checkpoint
 from streamkm.scaleout.leader import ModelVersion
-from streamkm.service.checkpoint import checkpoint_files, read_checkpoint
 from tests.helpers.processes import free_port, log_events
 
 #: Group settings that let kafka-python join and rebalance promptly against Tansu.

@@ -305,7 +305,7 @@ class StreamkmService(ServiceProcess):
     The service starts on an empty ``workdir/stream.jsonl`` and serves metrics on a free
     loopback port (``port = 0``, the URL is read from the ``metrics_listening`` log event).
     :meth:`start_writing` then appends ``burst`` records at once (the right-hand blob of
-    :class:`~streamkm.service.demo.DriftingStream` drifts apart from the first record:
+    :class:`~streamkm.app.demo.DriftingStream` drifts apart from the first record:
     its cluster is split within these records, with a re-sketch triggered by the split,
     and the scheduled re-sketches run every 5 batches) and ``rate`` records per second
     after them.
@@ -334,7 +334,7 @@ class StreamkmService(ServiceProcess):
         self._writer.start()
 
     def _write(self) -> None:
-        from streamkm.service.demo import DriftingStream
+        from streamkm.app.demo import DriftingStream
 
         stream = DriftingStream(seed=0, bad_fraction=self.bad_fraction, split_after=0,
                                 period=8000)

@@ -16,10 +16,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sklearn.datasets import make_moons
 
+from streamkm.app.service import Service
+from streamkm.config.schema import config_from_mapping
+from streamkm.io.batcher import Batch
 from streamkm.runtime import Learned, RuntimeHook
-from streamkm.service.batcher import Batch
-from streamkm.service.config import config_from_mapping
-from streamkm.service.runtime import Service
 
 pytestmark = pytest.mark.integration
 

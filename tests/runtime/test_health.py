@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streamkm.app.service import Service
+from streamkm.config.schema import ServiceConfig, config_from_mapping
+from streamkm.io.batcher import Batch
 from streamkm.runtime import Learned, RuntimeHook
 from streamkm.runtime.health import HealthChecks, stall_after_s
-from streamkm.service.batcher import Batch
-from streamkm.service.config import ServiceConfig, config_from_mapping
-from streamkm.service.runtime import Service
 from tests.helpers.http import get_json
 from tests.scaleout.test_scaleout_retry import World
 

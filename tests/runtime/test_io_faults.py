@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streamkm.app.service import Service
 from streamkm.exceptions import OutputRecordError, StorageError
 from streamkm.runtime.io_guard import IoGuard
-from streamkm.service.metrics import ServiceMetrics
-from streamkm.service.runtime import Service
+from streamkm.runtime.metrics import ServiceMetrics
 from streamkm_connectors.file_sinks import AssignmentFileSink
 from tests.runtime.test_runtime_shell import _config, _drain
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from streamkm.config.schema import MetricsConfig
 from streamkm.runtime.http import (
     HttpRequest,
     HttpResponse,
@@ -14,7 +15,6 @@ from streamkm.runtime.http import (
     metrics_handler,
     start_http_server,
 )
-from streamkm.service.config import MetricsConfig
 from tests.helpers.http import get
 
 pytestmark = pytest.mark.unit

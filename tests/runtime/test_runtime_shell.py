@@ -15,12 +15,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streamkm import registry as connectors
+from streamkm.app.build import build_runtime
+from streamkm.app.service import Service
+from streamkm.config.schema import config_from_mapping
 from streamkm.exceptions import ConfigError
+from streamkm.io.batcher import Batch
 from streamkm.runtime import Learned, RuntimeHook
-from streamkm.runtime.build import build_runtime
-from streamkm.service.batcher import Batch
-from streamkm.service.config import config_from_mapping
-from streamkm.service.runtime import Service
 
 pytestmark = pytest.mark.unit
 

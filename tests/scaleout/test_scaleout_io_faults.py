@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from streamkm.runtime.io_guard import IoHealth
+from streamkm.runtime.metrics import ServiceMetrics
 from streamkm.scaleout.leader import ModelVersion
 from streamkm.scaleout.leader_role import LeaderRole
 from streamkm.scaleout.messages import Fence, ModelUpdate, encode_message
-from streamkm.service.metrics import ServiceMetrics
 from tests.runtime.test_io_faults import file_size_limit, lines
 from tests.scaleout.test_scaleout_leadership import SharedTopic
 from tests.scaleout.test_scaleout_retry import KEY, FakePublisher, World

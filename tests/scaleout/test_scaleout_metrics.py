@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streamkm.io.checkpoint import CheckpointStore
 from streamkm.scaleout.leader_role import LeaderRole
-from streamkm.service.checkpoint import CheckpointStore
 from tests.scaleout.test_scaleout_retry import KEY, FakePart, World
 
 pytestmark = pytest.mark.unit

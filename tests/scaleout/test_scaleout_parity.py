@@ -27,12 +27,12 @@ from prometheus_client import CollectorRegistry
 from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
+from streamkm.config.schema import load_config
+from streamkm.runtime.metrics import ServiceMetrics
+from streamkm.runtime.sketching import ServiceSketching
+from streamkm.runtime.wiring import build_model
 from streamkm.scaleout.leader import ModelVersion
 from streamkm.scaleout.messages import ModelUpdate, decode_message
-from streamkm.service.config import load_config
-from streamkm.service.metrics import ServiceMetrics
-from streamkm.service.sketching import ServiceSketching
-from streamkm.service.wiring import build_model
 from tests.helpers.kafka_broker import (
     ModelTopic,
     TansuBroker,

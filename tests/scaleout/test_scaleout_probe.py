@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers.kafka_broker import TcpOutageProxy, free_port, start_tansu
 
-from streamkm.service.config import ServiceConfig
+from streamkm.config.schema import ServiceConfig
 from streamkm_connectors.scaleout_kafka import KafkaScaleoutTransport
 
 pytestmark = [pytest.mark.kafka]

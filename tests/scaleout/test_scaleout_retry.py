@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from streamkm.app.scaleout import ScaleoutService
+from streamkm.config.schema import ServiceConfig
 from streamkm.exceptions import TransportError
+from streamkm.io.batcher import Batch
+from streamkm.runtime.wiring import build_model, build_sinks
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.leader import MergeLeader
 from streamkm.scaleout.leader_role import LeaderRole
 from streamkm.scaleout.messages import Fence, ModelUpdate, decode_message
-from streamkm.scaleout.process import ScaleoutService
-from streamkm.service.batcher import Batch
-from streamkm.service.config import ServiceConfig
-from streamkm.service.wiring import build_model, build_sinks
 from streamkm.sources import RawRecord
 
 pytestmark = pytest.mark.unit

@@ -11,14 +11,14 @@ import scipy.sparse as sp
 from prometheus_client import CollectorRegistry
 
 from streamkm import MiniBatchKernelKMeans
+from streamkm.config.schema import config_from_mapping
 from streamkm.exceptions import StateError
+from streamkm.runtime.metrics import ServiceMetrics
+from streamkm.runtime.sketching import ServiceSketching
+from streamkm.runtime.wiring import build_model
 from streamkm.scaleout import Fence, MergeLeader, ModelUpdate, decode_message, encode_message
 from streamkm.scaleout.compress import subsample_per_cluster
 from streamkm.scaleout.leader import ModelVersion
-from streamkm.service.config import config_from_mapping
-from streamkm.service.metrics import ServiceMetrics
-from streamkm.service.sketching import ServiceSketching
-from streamkm.service.wiring import build_model
 from streamkm.sketch import SketchedKernelKMeans
 from tests.helpers.planted_topics import PlantedTopics
 

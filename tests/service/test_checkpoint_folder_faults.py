@@ -91,9 +91,9 @@ def test_service_without_its_first_checkpoint_writes_no_output(tmp_path: Path,
     """Past the preflight (the disk filled up in between), the runtime still refuses."""
     from prometheus_client import CollectorRegistry
 
+    from streamkm.app.service import Service
+    from streamkm.config.schema import load_config
     from streamkm.exceptions import CheckpointError
-    from streamkm.service.config import load_config
-    from streamkm.service.runtime import Service
 
     folder, config_file = _full_folder_and_config(tmp_path, mounts)
     config = load_config(config_file, env={"STREAMKM_CHECKPOINT__DIR": str(folder)})

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streamkm._core.state_io import MetaDigestMissing, read_npz, write_npz_atomic
 from streamkm.exceptions import StateError
-from streamkm.service.checkpoint import CheckpointStore, read_checkpoint
-from streamkm.state_io import MetaDigestMissing, read_npz, write_npz_atomic
+from streamkm.io.checkpoint import CheckpointStore, read_checkpoint
 
 pytestmark = pytest.mark.unit
 

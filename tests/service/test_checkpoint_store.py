@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streamkm.app.inspect import summarize_checkpoints
 from streamkm.exceptions import CheckpointError, StateError
-from streamkm.service.checkpoint import CheckpointStore, read_checkpoint
-from streamkm.service.inspect import summarize_checkpoints
+from streamkm.io.checkpoint import CheckpointStore, read_checkpoint
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ import pytest
 
 from streamkm import __version__
 from streamkm.cli import main
-from streamkm.service.checkpoint import CheckpointStore
+from streamkm.io.checkpoint import CheckpointStore
 
 
 def streamkm_command() -> list[str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from streamkm.cli import main
+from streamkm.config.schema import config_hash, load_config
 from streamkm.exceptions import ConfigError
-from streamkm.service.config import config_hash, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from streamkm import MiniBatchKernelKMeans
-from streamkm.exceptions import ConfigError
-from streamkm.service.config import config_from_mapping
-from streamkm.service.config_diff import (
+from streamkm.config.diff import (
     check_against_checkpoint,
     checkpoint_config,
     compare_configs,
     is_model_defining,
 )
-from streamkm.service.config_view import config_defaults, flatten_config
+from streamkm.config.schema import config_from_mapping
+from streamkm.config.view import config_defaults, flatten_config
+from streamkm.exceptions import ConfigError
 
 pytestmark = pytest.mark.unit
 

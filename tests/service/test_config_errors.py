@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from streamkm.config.schema import ServiceConfig, load_config
 from streamkm.exceptions import ConfigError
-from streamkm.service.config import ServiceConfig, load_config
 
 pytestmark = pytest.mark.unit
 

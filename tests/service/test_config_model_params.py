@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from streamkm.config.schema import config_from_mapping
 from streamkm.exceptions import ConfigError
-from streamkm.service.config import config_from_mapping
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +64,7 @@ def test_a_newly_registered_kernel_is_accepted_without_touching_the_config() -> 
 def test_kernel_params_from_toml_reach_the_fitted_kernel() -> None:
     import numpy as np
 
-    from streamkm.service.wiring import build_model
+    from streamkm.runtime.wiring import build_model
 
     config = config_from_mapping(_config(kernel="heat", kernel_params={"n_neighbors": 12}),
                                  env={})

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers.processes import free_port
 from tests.helpers.service_process import busy_port, cli
 from tests.service.test_config import MINIMAL
-from streamkm.service.config import config_from_mapping, load_config
+from streamkm.config.schema import config_from_mapping, load_config
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from streamkm.service.checkpoint import CheckpointStore
+from streamkm.io.checkpoint import CheckpointStore
 from tests.helpers.processes import free_port, wait_until
 
 pytestmark = pytest.mark.integration

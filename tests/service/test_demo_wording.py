@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamkm.service.demo import describe_event
+from streamkm.app.demo import describe_event
 
 pytestmark = pytest.mark.unit
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streamkm.app.service import Service
+from streamkm.config.schema import config_from_mapping
 from streamkm.drift import DriftPolicy
 from streamkm.exceptions import ConfigError
-from streamkm.service.config import config_from_mapping
-from streamkm.service.runtime import Service
 
 pytestmark = pytest.mark.unit
 
@@ -119,7 +119,7 @@ def test_the_demo_stream_splits_its_drifting_blob(tmp_path: Path,
     import io
     import logging
 
-    from streamkm.service.demo import DriftingStream, StatusLine, demo_config
+    from streamkm.app.demo import DriftingStream, StatusLine, demo_config
 
     stream = DriftingStream(seed=0, bad_fraction=0.0)
     n = 36_000

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streamkm.service.inspect import describe_position
+from streamkm.app.inspect import describe_position
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from streamkm.config.schema import config_from_mapping, load_config
 from streamkm.exceptions import ConfigError
-from streamkm.service.config import config_from_mapping, load_config
 
 pytestmark = pytest.mark.unit
 

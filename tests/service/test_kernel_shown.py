@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamkm.service.checkpoint import CheckpointStore
+from streamkm.io.checkpoint import CheckpointStore
 from tests.helpers.processes import count_lines, metrics_url
 from tests.helpers.service_process import RunningService, cli, service_config, write_jsonl
 

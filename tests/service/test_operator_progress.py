@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from streamkm.service.warnings_monitor import NO_ACCEPTED_RECORDS, SOURCE_NO_FILES
+from streamkm.app.warnings_monitor import NO_ACCEPTED_RECORDS, SOURCE_NO_FILES
 from tests.helpers.processes import metrics_url, scrape
 from tests.helpers.service_process import RunningService, blob_rows, service_config, write_jsonl
 

@@ -22,7 +22,7 @@ from tests.helpers.service_process import (
     write_jsonl,
 )
 from streamkm import MiniBatchKernelKMeans
-from streamkm.service.checkpoint import CheckpointStore
+from streamkm.io.checkpoint import CheckpointStore
 
 pytestmark = pytest.mark.integration
 
@@ -187,9 +187,9 @@ def test_metrics_bind_error_at_server_start_names_the_key(tmp_path: Path) -> Non
     """The preflight check and the bind are not atomic: the bind itself names the key."""
     from prometheus_client import CollectorRegistry
 
+    from streamkm.app.service import Service
+    from streamkm.config.schema import load_config
     from streamkm.exceptions import ConfigError
-    from streamkm.service.config import load_config
-    from streamkm.service.runtime import Service
 
     with busy_port() as port:
         config = load_config(small_config(tmp_path, f"[metrics]\nport = {port}\n"), env={})

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from streamkm.app.resume_point import read_resume_point, resume_point_path, write_resume_point
+from streamkm.config.schema import SinksConfig
 from streamkm.exceptions import StateError
-from streamkm.service.config import SinksConfig
-from streamkm.service.resume_point import read_resume_point, resume_point_path, write_resume_point
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streamkm.service.config import config_from_mapping
-from streamkm.service.runtime import Service
+from streamkm.app.service import Service
+from streamkm.config.schema import config_from_mapping
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client import generate_latest
 
 from streamkm.runtime.http import HttpRequest, metrics_handler
-from streamkm.service.metrics import ServiceMetrics
+from streamkm.runtime.metrics import ServiceMetrics
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamkm.decoding import RecordDecoder
-from streamkm.service.batcher import Batcher
+from streamkm.io.batcher import Batcher
+from streamkm.io.decoding import RecordDecoder
 from streamkm_connectors.file_sinks import AssignmentFileSink, DeadLetterFileSink
 from streamkm_connectors.file_tailer import FileTailSource
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from streamkm import MiniBatchKernelKMeans
-from streamkm.service.checkpoint import CheckpointStore
+from streamkm.io.checkpoint import CheckpointStore
 from tests.helpers.processes import (count_lines, kill, log_events, start_service, stop,
                                      wait_until)
 

@@ -12,12 +12,12 @@ import pytest
 import scipy.sparse as sp
 from prometheus_client import CollectorRegistry
 
-from streamkm.decoding import RecordDecoder, RejectReason
-from streamkm.decoding_sparse import stack_batch_rows
+from streamkm.app.service import Service
+from streamkm.config.schema import config_from_mapping, config_hash
 from streamkm.exceptions import ConfigError, ParameterError
-from streamkm.service.checkpoint import CheckpointStore
-from streamkm.service.config import config_from_mapping, config_hash
-from streamkm.service.runtime import Service
+from streamkm.io.checkpoint import CheckpointStore
+from streamkm.io.decoding import RecordDecoder, RejectReason
+from streamkm.io.decoding_sparse import stack_batch_rows
 from streamkm.sources import RawRecord
 
 pytestmark = pytest.mark.unit
@@ -171,8 +171,8 @@ def test_service_sketches_sparse_records_and_reports_resketches(tmp_path: Path) 
 
 def test_drift_events_refit_only_data_dependent_sketches() -> None:
     from streamkm import MiniBatchKernelKMeans
-    from streamkm.service.metrics import ServiceMetrics
-    from streamkm.service.sketching import ServiceSketching
+    from streamkm.runtime.metrics import ServiceMetrics
+    from streamkm.runtime.sketching import ServiceSketching
 
     rows = []
     for line in sparse_lines(300):
@@ -204,14 +204,14 @@ def test_drift_events_refit_only_data_dependent_sketches() -> None:
 
 
 def test_example_sketch_config_is_valid() -> None:
-    from streamkm.service.config import load_config
+    from streamkm.config.schema import load_config
 
     config = load_config(Path(__file__).parents[2] / "examples" / "sketch.toml", env={})
     assert config.sketch.kind == "svd" and config.decoding.format == "json_sparse"
 
 
 def test_checkpoint_inspect_shows_the_sketch(tmp_path: Path) -> None:
-    from streamkm.service.inspect import summarize_checkpoints
+    from streamkm.app.inspect import summarize_checkpoints
 
     store = CheckpointStore(tmp_path)
     sketch_meta = {"sketcher": {"sketcher": "ApproxSVD", "n_components": 6}, "sketch_epoch": 2,

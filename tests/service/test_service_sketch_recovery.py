@@ -18,7 +18,7 @@ import pytest
 import scipy.sparse as sp
 
 from streamkm import MiniBatchKernelKMeans
-from streamkm.service.checkpoint import CheckpointStore
+from streamkm.io.checkpoint import CheckpointStore
 from streamkm.sketch import SketchedKernelKMeans
 from tests.helpers.processes import count_lines, kill, metrics_url, start_service, stop, wait_until
 

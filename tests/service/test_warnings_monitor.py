@@ -11,14 +11,10 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streamkm.decoding import RejectReason, Rejection
-from streamkm.exceptions import ConfigError
-from streamkm.runtime.progress import CLUSTERING, WAITING, ProgressHook
-from streamkm.service.config import WarningsConfig, config_from_mapping
-from streamkm.service.config_view import config_to_toml
-from streamkm.service.metrics import ServiceMetrics
-from streamkm.service.runtime import Service
-from streamkm.service.warnings_monitor import (
+from streamkm._core.state_io import read_npz, write_bytes_atomic, write_npz_atomic
+from streamkm.app.progress import CLUSTERING, WAITING, ProgressHook
+from streamkm.app.service import Service
+from streamkm.app.warnings_monitor import (
     NO_ACCEPTED_RECORDS,
     REJECT_RATIO_HIGH,
     SOURCE_NO_FILES,
@@ -27,8 +23,12 @@ from streamkm.service.warnings_monitor import (
     WarningsHook,
     WarningSwitch,
 )
+from streamkm.config.schema import WarningsConfig, config_from_mapping
+from streamkm.config.view import config_to_toml
+from streamkm.exceptions import ConfigError
+from streamkm.io.decoding import RejectReason, Rejection
+from streamkm.runtime.metrics import ServiceMetrics
 from streamkm.sources import RawRecord
-from streamkm.state_io import read_npz, write_bytes_atomic, write_npz_atomic
 
 pytestmark = pytest.mark.unit
 
@@ -228,7 +228,7 @@ def test_bytes_are_replaced_atomically_and_npz_reads_back(tmp_path: Path) -> Non
 
 
 def test_single_process_and_scaleout_members_report_alike(tmp_path: Path) -> None:
-    from streamkm.scaleout.process import ScaleoutService
+    from streamkm.app.scaleout import ScaleoutService
 
     raw = {"source": {"kind": "kafka", "topics": ["t"]}, "decoding": {"dim": 2},
            "model": {"n_clusters": 3}, "scaleout": {"enabled": True},

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from streamkm._core.state_io import read_npz, write_npz_atomic
 from streamkm.exceptions import NotFittedError, StateError
 from streamkm.sketch import (
     ApproxSVD,
@@ -18,7 +19,6 @@ from streamkm.sketch import (
     sketcher_from_state,
 )
 from streamkm.sketch._base import BaseSketcher
-from streamkm.state_io import read_npz, write_npz_atomic
 
 pytestmark = pytest.mark.unit
 

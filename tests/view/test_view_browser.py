@@ -23,7 +23,7 @@ import pytest
 from scipy.spatial import cKDTree
 from sklearn.metrics import adjusted_rand_score
 
-from streamkm.service.demo import DriftingStream
+from streamkm.app.demo import DriftingStream
 from tests.helpers.processes import free_port, kill, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
@@ -166,8 +166,8 @@ def test_demo_page_shows_points_clusters_and_the_split(tmp_path: Path) -> None:
 
 def test_page_and_api_are_off_with_ui_disabled_and_unknown_paths_are_404(
         tmp_path: Path) -> None:
-    from streamkm.service.demo import demo_config
-    from streamkm.service.runtime import Service
+    from streamkm.app.demo import demo_config
+    from streamkm.app.service import Service
 
     config = demo_config(tmp_path, metrics_port=0, env={"STREAMKM_UI__ENABLED": "false"})
     service = Service(config)
@@ -185,8 +185,8 @@ def test_page_and_api_are_off_with_ui_disabled_and_unknown_paths_are_404(
 
 def test_plot_draws_a_checkpoint_with_and_without_data(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from streamkm.service.demo import DriftingStream, demo_config
-    from streamkm.service.runtime import Service
+    from streamkm.app.demo import DriftingStream, demo_config
+    from streamkm.app.service import Service
     from tests.service.test_drift_service import _run_until
 
     stream = DriftingStream(seed=0, bad_fraction=0.0)

@@ -1,0 +1,124 @@
+"""The effective configuration as an operator sees it: TOML for ``streamkm config show``
+and flat ``section.key`` values for checkpoints and diffs, secrets always masked.
+
+Only keys that take effect are shown: ``[sketch]`` with ``kind = "none"``, ``[drift]`` and
+``[scaleout]`` while disabled show their switch only, file sinks omit the topic keys,
+``sinks.model_every_batches`` shows only with a model sink, keys left unset (None, such as
+``model.init_size``) are omitted. The TOML loads back into the same
+configuration (secrets aside, which read ``**********``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from streamkm.config.schema import SECRET_MASK, ServiceConfig, mask_value
+
+__all__ = ["config_sections", "flatten_config", "config_defaults", "config_to_toml"]
+
+_SINK_TOPIC_KEYS = ("assignments_topic", "events_topic", "dead_letter_topic", "flush_timeout_ms",
+                    "model_topic")
+_DISABLED_BY_EMPTY = ("assignments", "events", "assignments_topic", "events_topic", "model")
+
+
+def _plain(key: str, value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return SECRET_MASK
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list):
+        return [_plain(key, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(f"{key}.{k}", v) for k, v in mask_value(key, value).items()}
+    return mask_value(key, value)
+
+
+def _section_items(name: str, section: Any) -> dict[str, Any]:
+    items: dict[str, Any] = {}
+    for key in type(section).model_fields:
+        value = getattr(section, key)
+        if name == "sinks":
+            if section.kind == "file" and key in _SINK_TOPIC_KEYS:
+                continue
+            if key == "model_every_batches" and not section.publishes_model:
+                continue
+            if value is None and key in _DISABLED_BY_EMPTY:
+                items[key] = ""
+                continue
+        if value is None:
+            continue
+        items[key] = _plain(f"{name}.{key}", value)
+    switch = {"sketch": ("kind", "none"), "drift": ("enabled", False),
+              "scaleout": ("enabled", False)}.get(name)
+    if switch is not None and items.get(switch[0]) == switch[1]:
+        return {switch[0]: switch[1]}
+    return items
+
+
+def config_sections(config: ServiceConfig) -> dict[str, dict[str, Any]]:
+    """Every section's effective keys as plain TOML/JSON values, secrets masked."""
+    return {name: _section_items(name, getattr(config, name))
+            for name in ServiceConfig.model_fields}
+
+
+def flatten_config(config: ServiceConfig) -> dict[str, Any]:
+    """``{"section.key": value}`` of :func:`config_sections` (tables stay one value)."""
+    return {f"{name}.{key}": value for name, items in config_sections(config).items()
+            for key, value in items.items()}
+
+
+def config_defaults() -> dict[str, Any]:
+    """``{"section.key": default}`` of every key that has a default other than None, in the
+    form :func:`flatten_config` gives values (``[source]`` has none: its kind decides)."""
+    defaults: dict[str, Any] = {}
+    for name, field in ServiceConfig.model_fields.items():
+        section = field.annotation
+        if name == "source" or not isinstance(section, type):
+            continue
+        for key, info in section.model_fields.items():
+            if info.is_required():
+                continue
+            value = info.get_default(call_default_factory=True)
+            if value is not None:
+                defaults[f"{name}.{key}"] = _plain(f"{name}.{key}", value)
+    return defaults
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}"
+                               for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def config_to_toml(config: ServiceConfig, *, kernel_note: str | None = None) -> str:
+    """The effective configuration as TOML, secrets masked (``streamkm config show``);
+    ``kernel_note`` becomes a comment after ``model.kernel`` (the kernel in use)."""
+    lines: list[str] = []
+    for name, items in config_sections(config).items():
+        tables = {k: v for k, v in items.items() if isinstance(v, dict)}
+        lines.append(f"[{name}]")
+        for key, value in items.items():
+            if key in tables:
+                continue
+            note = f"  # {kernel_note}" if kernel_note and (name, key) == ("model",
+                                                                         "kernel") else ""
+            lines.append(f"{key} = {_toml_value(value)}{note}")
+        for key, table in tables.items():
+            if table:
+                lines.append(f"\n[{name}.{key}]")
+                lines.extend(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items())
+        lines.append("")
+    return "\n".join(lines)

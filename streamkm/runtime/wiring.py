@@ -1,0 +1,79 @@
+"""Builds the service's parts (source, decoder, sinks, model) from the configuration.
+
+Sources and sinks come from the connector registered for their ``kind``
+(:mod:`streamkm.io.registry`); the core never imports a connector.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from streamkm.config.schema import (
+    DecodingConfig,
+    KafkaConfig,
+    KafkaSourceConfig,
+    ModelConfig,
+    SinksConfig,
+    SourceConfig,
+)
+from streamkm.drift.policy import DriftPolicy
+from streamkm.exceptions import ConfigError, ParameterError
+from streamkm.io import registry
+from streamkm.io.decoding import RecordDecoder
+from streamkm.io.sinks import SinkSet
+from streamkm.io.sources import Source
+
+__all__ = ["build_source", "build_decoder", "build_sinks", "build_model"]
+
+
+def build_source(config: SourceConfig | KafkaSourceConfig, *, kafka: KafkaConfig | None = None,
+                 metrics: Any = None) -> Source:
+    """The source of ``config.kind`` (the file tailer, a Kafka consumer group, ...), which
+    uses the ``kafka`` connection settings and reports to ``metrics``."""
+    return registry.source_factory(config.kind)(config, kafka or KafkaConfig(), metrics)
+
+
+def build_decoder(config: DecodingConfig) -> RecordDecoder:
+    """The configured record decoder."""
+    try:
+        return RecordDecoder(
+            format=config.format, dim=config.dim, id_field=config.id_field,
+            x_field=config.x_field, indices_field=config.indices_field,
+            values_field=config.values_field, csv_header=config.csv_header,
+            csv_id_column=config.csv_id_column, max_abs_value=config.max_abs_value,
+            dtype=np.dtype(config.dtype),
+        )
+    except ParameterError as exc:
+        raise ConfigError(f"invalid [decoding] configuration: {exc}") from None
+
+
+def build_sinks(config: SinksConfig, *, kafka: KafkaConfig | None = None,
+                metrics: Any = None) -> SinkSet:
+    """The sinks of ``config.kind`` (JSON-lines files, Kafka topics, ...)."""
+    return registry.sinks_factory(config.kind)(config, kafka or KafkaConfig(), metrics)
+
+
+def build_model(config: ModelConfig, batch_size: int,
+                drift: DriftPolicy | None = None) -> Any:
+    """A fresh, unfitted :class:`streamkm.MiniBatchKernelKMeans`.
+
+    ``drift``: the estimator's drift parameter (``DriftConfig.policy``).
+
+    Raises
+    ------
+    ConfigError
+        The estimator refuses a ``[model]`` or ``[drift]`` parameter.
+    """
+    from streamkm import MiniBatchKernelKMeans
+
+    params = config.estimator_params()
+    if drift is not None:
+        params["drift"] = drift
+    try:
+        model = MiniBatchKernelKMeans(batch_size=batch_size, **params)
+        model._validate_params()
+        return model
+    except (ParameterError, TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid [model] configuration {params!r}: {exc}") from None

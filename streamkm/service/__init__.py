@@ -1,1 +1,0 @@
-"""The long-running service: config, runtime loop, checkpoints, sinks, metrics."""
