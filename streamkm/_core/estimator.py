@@ -11,7 +11,7 @@ place (:meth:`StreamkmEstimator._validate_params`), and input checks that set an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,7 +19,6 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import (
     Interval,
     InvalidParameterError,
-    StrOptions,
     make_constraint,
     validate_parameter_constraints,
 )
@@ -27,10 +26,9 @@ from sklearn.utils.validation import validate_data
 
 from streamkm._core.validation import check_finite
 from streamkm.exceptions import InputTypeError, ParameterError, ValidationError
-from streamkm.kernels import GAMMA_RULES, kernel_names
 
 __all__ = ["StreamkmEstimator", "PreservesFloat32Mixin", "SparseInputMixin",
-           "same_param_value", "RANDOM_STATE_CONSTRAINT", "KERNEL_CONSTRAINTS"]
+           "same_param_value", "RANDOM_STATE_CONSTRAINT"]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -39,34 +37,6 @@ _FLOAT_DTYPES = (np.float64, np.float32)
 RANDOM_STATE_CONSTRAINT: list[Any] = [
     Interval(Integral, 0, None, closed="left"), np.random.Generator, None,
 ]
-
-
-class _RegisteredKernel(StrOptions):
-    """The names of the kernels registered now (a kernel registered after import counts)."""
-
-    def __init__(self) -> None:
-        super().__init__(set(kernel_names()))
-
-    @property
-    def options(self) -> set[str]:
-        return set(kernel_names())
-
-    @options.setter
-    def options(self, value: set[str]) -> None:
-        """Ignored: the registry is the one list of kernels."""
-
-
-#: The kernel parameters (and ``n_clusters``) of the kernel k-means estimators. Kernel
-#: names come from :mod:`streamkm.kernels`; ``gamma="auto"`` (like None): see
-#: :func:`streamkm.kernels.build_kernel`.
-KERNEL_CONSTRAINTS: dict[str, list[Any]] = {
-    "n_clusters": [Interval(Integral, 1, None, closed="left")],
-    "kernel": [_RegisteredKernel()],
-    "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions(set(GAMMA_RULES)), None],
-    "kernel_params": [dict, None],
-    "degree": [Interval(Integral, 1, None, closed="left")],
-    "coef0": [Interval(Real, None, None, closed="neither")],
-}
 
 
 class SparseInputMixin:

@@ -14,7 +14,7 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from streamkm._core.estimator import KERNEL_CONSTRAINTS, RANDOM_STATE_CONSTRAINT, StreamkmEstimator
+from streamkm._core.estimator import RANDOM_STATE_CONSTRAINT, StreamkmEstimator
 from streamkm._core.kernel_lloyd import (
     Gram,
     KernelLloydResult,
@@ -28,6 +28,7 @@ from streamkm._core.validation import check_random_state
 from streamkm.batch._common import check_is_fitted, check_n_clusters, row_chunks
 from streamkm.exceptions import ParameterError
 from streamkm.kernels import KernelSpec, build_kernel
+from streamkm.kernels._constraints import KERNEL_CONSTRAINTS
 
 __all__ = ["KernelKMeans", "kernel_lloyd", "KernelLloydResult"]
 

@@ -18,7 +18,6 @@ from sklearn.base import (
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from streamkm._core.estimator import (
-    KERNEL_CONSTRAINTS,
     RANDOM_STATE_CONSTRAINT,
     PreservesFloat32Mixin,
     StreamkmEstimator,
@@ -43,6 +42,7 @@ from streamkm.exceptions import (NoLevelSetError, NotFittedError, ParameterError
 from streamkm.kernels import KernelSpec, build_kernel
 from streamkm.kernels._decision import AutoDecision
 from streamkm.kernels._spec import check_kernel_options
+from streamkm.kernels._constraints import KERNEL_CONSTRAINTS
 from streamkm.model import StepReport
 
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
