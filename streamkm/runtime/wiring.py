@@ -66,7 +66,7 @@ def build_model(config: ModelConfig, batch_size: int,
     ConfigError
         The estimator refuses a ``[model]`` or ``[drift]`` parameter.
     """
-    from streamkm import MiniBatchKernelKMeans
+    from streamkm.cluster import MiniBatchKernelKMeans
 
     params = config.estimator_params()
     if drift is not None:

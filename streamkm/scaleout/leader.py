@@ -142,7 +142,7 @@ class ModelVersion:
         not initialised yet)."""
         if self.model_arrays is None or self.model_meta is None:
             return None
-        from streamkm import MiniBatchKernelKMeans
+        from streamkm.cluster import MiniBatchKernelKMeans
 
         engine = MiniBatchKernelKMeans.from_state(self.model_arrays, self.model_meta)
         if self.sketch_meta is None:
