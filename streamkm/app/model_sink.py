@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING
 from streamkm._core.state_io import encode_npz_bytes
 from streamkm.exceptions import StreamkmError
 from streamkm.logs import log_event
-from streamkm.runtime.learner import RuntimeHook
+from streamkm.runtime.learner import RuntimeHook, RuntimeHost
 
 if TYPE_CHECKING:
     from streamkm.io.batcher import Batch
     from streamkm.runtime.learner import Learned
-    from streamkm.runtime.shell import Runtime
 
 __all__ = ["ModelPublisher", "DRIFT_EVENTS", "install_model_sink"]
 
@@ -55,10 +54,10 @@ class ModelPublisher(RuntimeHook):
         self._batches = 0
         self.published_version: int | None = None
 
-    def on_started(self, runtime: Runtime) -> None:
+    def on_started(self, runtime: RuntimeHost) -> None:
         self.publish(runtime, "start")
 
-    def on_finishing(self, runtime: Runtime) -> None:
+    def on_finishing(self, runtime: RuntimeHost) -> None:
         self.publish(runtime, "shutdown")
 
     def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
@@ -69,7 +68,7 @@ class ModelPublisher(RuntimeHook):
         elif self._batches >= self.every_batches:
             self.publish(runtime, "batches")
 
-    def publish(self, runtime: Runtime, reason: str) -> bool:
+    def publish(self, runtime: RuntimeHost, reason: str) -> bool:
         """Publish the current model now (unless not fitted yet or already published);
         ``False`` when nothing was published."""
         model, sink = runtime.model, runtime.sinks.model if runtime.sinks else None
@@ -94,7 +93,7 @@ class ModelPublisher(RuntimeHook):
         return True
 
 
-def install_model_sink(runtime: Runtime) -> ModelPublisher | None:
+def install_model_sink(runtime: RuntimeHost) -> ModelPublisher | None:
     """Publish ``runtime``'s model when ``[sinks] model`` or ``model_topic`` is set."""
     sinks = runtime.config.sinks
     if not sinks.publishes_model:

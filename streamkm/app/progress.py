@@ -32,7 +32,7 @@ from streamkm.logs import log_event
 from streamkm.runtime.ticker import TickingHook
 
 if TYPE_CHECKING:
-    from streamkm.runtime.shell import Runtime
+    from streamkm.runtime.learner import RuntimeHost
 
 __all__ = ["ProgressHook", "install_progress", "WAITING", "CLUSTERING", "FIRST_BATCH",
            "lag_and_warnings", "first_batch_progress", "first_batch_text"]
@@ -46,7 +46,7 @@ _LAG_FAMILY = "streamkm_source_lag"
 _WARNING_FAMILY = "streamkm_warning_active"
 
 
-def lag_and_warnings(runtime: Runtime) -> tuple[float, list[str]]:
+def lag_and_warnings(runtime: RuntimeHost) -> tuple[float, list[str]]:
     """Unread input summed over the runtime's partitions, and the active warnings, read from
     its gauges (safe from any thread)."""
     total, warnings = 0.0, []
@@ -90,7 +90,7 @@ class ProgressHook(TickingHook):
         self._checkpoint_step: int | None = None
         self._last_stalled = 0.0
 
-    def on_started(self, runtime: Runtime) -> None:
+    def on_started(self, runtime: RuntimeHost) -> None:
         self._last_time, self._last_read = time.monotonic(), runtime.status.records_read
         if self._checkpoint_time is None:  # restored: the checkpoint it came from
             restored = runtime.metrics.registry.get_sample_value(
@@ -99,14 +99,14 @@ class ProgressHook(TickingHook):
                 self._checkpoint_time, self._checkpoint_step = restored, runtime.status.step
         super().on_started(runtime)
 
-    def on_checkpoint(self, runtime: Runtime, reason: str, ok: bool) -> None:
+    def on_checkpoint(self, runtime: RuntimeHost, reason: str, ok: bool) -> None:
         if ok:
             self._checkpoint_time, self._checkpoint_step = time.time(), runtime.status.step
 
-    def tick(self, runtime: Runtime, now: float) -> None:
+    def tick(self, runtime: RuntimeHost, now: float) -> None:
         log_event(_log, "info", "status", **self.fields(runtime, now))
 
-    def fields(self, runtime: Runtime, now: float) -> dict[str, Any]:
+    def fields(self, runtime: RuntimeHost, now: float) -> dict[str, Any]:
         """The status event's fields, with the rate since the previous call."""
         s = runtime.status
         read = s.records_read
@@ -136,7 +136,7 @@ class ProgressHook(TickingHook):
         }
 
 
-def install_progress(runtime: Runtime) -> None:
+def install_progress(runtime: RuntimeHost) -> None:
     """Have ``runtime`` log its status every ``[status] interval_s`` seconds (unless 0) and
     raise the ``[warnings]`` (:mod:`streamkm.app.warnings_monitor`)."""
     from streamkm.app.warnings_monitor import WarningsHook

@@ -38,8 +38,7 @@ from streamkm.runtime.ticker import TickingHook
 
 if TYPE_CHECKING:
     from streamkm.io.batcher import Batch
-    from streamkm.runtime.learner import Learned
-    from streamkm.runtime.shell import Runtime
+    from streamkm.runtime.learner import Learned, RuntimeHost
 
 __all__ = ["REASON_KEYS", "SOURCE_NO_FILES", "REJECT_RATIO_HIGH", "NO_ACCEPTED_RECORDS",
            "SOURCE_UNREADABLE",
@@ -203,17 +202,17 @@ class WarningsHook(TickingHook):
 
     # ------------------------------------------------------------------ hook
 
-    def on_started(self, runtime: Runtime) -> None:
+    def on_started(self, runtime: RuntimeHost) -> None:
         self._last_accepted = time.monotonic()
         super().on_started(runtime)
 
-    def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
+    def on_batch(self, runtime: RuntimeHost, batch: Batch, learned: Learned) -> None:
         if batch.n_valid:
             self._last_accepted = time.monotonic()
         self.rejects.add(batch.n_read, batch.rejections)
         self.check_rejects()
 
-    def tick(self, runtime: Runtime, now: float) -> None:
+    def tick(self, runtime: RuntimeHost, now: float) -> None:
         self.check_no_files(now)
         self.check_no_accepted(now)
         if runtime is not None:

@@ -28,18 +28,16 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streamkm.config.schema import ServiceConfig
 from streamkm.io.sources import ReportsReadiness
 from streamkm.logs import log_event
 from streamkm.runtime.http import HttpRequest, HttpResponse, HttpRouter, json_response
-from streamkm.runtime.learner import RuntimeHook
+from streamkm.runtime.learner import RuntimeHook, RuntimeHost
 from streamkm.runtime.pauses import PauseClock
 from streamkm.runtime.watchdog import SystemdWatchdog
 
-if TYPE_CHECKING:
-    from streamkm.runtime.shell import Runtime
 
 __all__ = ["HealthChecks", "Check", "stall_after_s", "install_health", "unreadable_inputs",
            "HEALTHZ_PATH", "READYZ_PATH"]
@@ -209,25 +207,25 @@ class HealthChecks:
 class _RuntimeState(RuntimeHook):
     """The runtime's default readiness checks, fed by its hook calls."""
 
-    def __init__(self, runtime: Runtime, watchdog: SystemdWatchdog) -> None:
+    def __init__(self, runtime: RuntimeHost, watchdog: SystemdWatchdog) -> None:
         self.runtime = runtime
         self.watchdog = watchdog
         self.started = False
         self.stopped = False
         self.checkpoint: tuple[bool, str, float] | None = None  # ok, reason, when (monotonic)
 
-    def on_started(self, runtime: Runtime) -> None:
+    def on_started(self, runtime: RuntimeHost) -> None:
         self.started = True
         if runtime.health.pauses is not None:
             runtime.health.pauses.start()
 
-    def on_stopped(self, runtime: Runtime) -> None:
+    def on_stopped(self, runtime: RuntimeHost) -> None:
         self.stopped = True
         self.watchdog.stop()
         if runtime.health.pauses is not None:
             runtime.health.pauses.stop()
 
-    def on_checkpoint(self, runtime: Runtime, reason: str, ok: bool) -> None:
+    def on_checkpoint(self, runtime: RuntimeHost, reason: str, ok: bool) -> None:
         self.checkpoint = (ok, reason, time.monotonic())
 
     def check_runtime(self) -> tuple[bool, str]:
@@ -277,10 +275,8 @@ class _RuntimeState(RuntimeHook):
                        f"{error}")
 
 
-def install_health(runtime: Runtime) -> HealthChecks:
-    """The health checks of ``runtime``: liveness clock (with a :class:`PauseClock` running
-    while the runtime is started; each stall is counted in ``streamkm_loop_stalls_total``,
-    added to the status and logged as ``loop_stalled``), the default readiness checks
+from streamkm.runtime.learner import RuntimeHook, RuntimeHost
+from streamkm.runtime.pauses import PauseClock
     (``runtime``, ``model``, ``source``, ``checkpoint``), the two routes and, under a
     systemd unit with ``WatchdogSec=``, the watchdog pings."""
     def stalled(seconds: float, cause: str) -> None:

@@ -10,6 +10,9 @@ a learner owns the model and the partitions' ownership:
   sends updates and leads the merge while elected (``docs/scaleout.md``).
 
 A learner is also the :class:`~streamkm.io.sources.AssignmentListener` of a dynamic source.
+
+Hooks and learners see the runtime through what they may use of it, :class:`RuntimeHost`
+and :class:`LearnerHost`, never the concrete :class:`~streamkm.runtime.Runtime`.
 """
 
 from __future__ import annotations
@@ -19,13 +22,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from streamkm.io.batcher import Batch
+from streamkm.io.batcher import Batch, Batcher
 from streamkm.io.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
-    from streamkm.runtime.shell import Runtime
+    from streamkm.config.schema import ServiceConfig
+    from streamkm.io.sinks import SinkSet
+    from streamkm.io.sources import DynamicSource, Source, SourcePartition
+    from streamkm.runtime.http import HttpRouter, HttpServer
+    from streamkm.runtime.io_guard import IoHealth
+    from streamkm.runtime.metrics import ServiceMetrics
+    from streamkm.runtime.status import ServiceStatus
 
-__all__ = ["Learner", "Learned", "CheckpointContent", "RuntimeHook"]
+__all__ = ["Learner", "Learned", "CheckpointContent", "RuntimeHook", "RuntimeHost",
+           "LearnerHost"]
 
 
 @dataclass
@@ -58,6 +68,76 @@ class CheckpointContent:
     sketch: dict[str, Any] = field(default_factory=dict)
 
 
+class RuntimeHost(Protocol):
+    """What a :class:`RuntimeHook` may use of the runtime it observes."""
+
+    config: ServiceConfig
+    metrics: ServiceMetrics
+    status: ServiceStatus
+    router: HttpRouter
+    http_server: HttpServer | None
+    source: Source | None
+    batcher: Batcher | None
+    sinks: SinkSet | None
+    parts: dict[str, SourcePartition]
+
+    @property
+    def model(self) -> Any:
+        """The model the learner assigns with now (``None`` before it has one)."""
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a stop was requested."""
+
+    def add_hook(self, hook: RuntimeHook) -> None:
+        """Observe the runtime with ``hook`` from now on."""
+
+
+class LearnerHost(RuntimeHost, Protocol):
+    """What a :class:`Learner` may use of the runtime it runs in: the hooks' view, the
+    partitions it reads, the guarded writes and the checkpoint cadence."""
+
+    reset_model: bool
+    model_was_reset: bool
+    dynamic: DynamicSource | None
+
+    @property
+    def io_health(self) -> IoHealth:
+        """The state of the guarded writes (readiness)."""
+
+    def wait_stop(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; ``True`` if a stop was requested."""
+
+    def use_parts(self, parts: dict[str, SourcePartition]) -> None:
+        """Read ``parts`` from now on."""
+
+    def read_parts(self, states: dict[str, dict[str, Any] | None]) -> list[str]:
+        """Read the partitions of ``states`` from their snapshots; the refused keys."""
+
+    def drop_part(self, key: str) -> None:
+        """Stop reading partition ``key``."""
+
+    def restore_sinks(self, checkpoint: Checkpoint) -> None:
+        """Take the sinks back to their positions in ``checkpoint``."""
+
+    def mark_dirty(self) -> None:
+        """Something a checkpoint should keep changed outside a batch."""
+
+    def set_model_gauges(self, *, step: int, converged: bool, clusters: int) -> None:
+        """Status and gauges of the model this process uses now."""
+
+    def write_assignments(self, assigned: list[tuple[Batch, Learned]]) -> bool:
+        """Write assignments made after their batch; ``False`` if a stop came first."""
+
+    def record_events(self, events: tuple[dict[str, Any], ...] | list[dict[str, Any]],
+                      *, side_events: list[dict[str, Any]] | None = None,
+                      **extra: Any) -> bool:
+        """Write, count and log events; ``False`` if a stop came first."""
+
+    def checkpoint(self, *, reason: str = "manual") -> bool:
+        """Write a checkpoint now; ``True`` if written."""
+
+
 class Learner(Protocol):
     """The strategy a :class:`~streamkm.runtime.Runtime` runs (called from its thread only).
 
@@ -68,7 +148,7 @@ class Learner(Protocol):
     #: Whether a first start (or a model reset) must write a checkpoint before any batch.
     checkpoints_at_start: bool
 
-    def attach(self, runtime: Runtime) -> None:
+    def attach(self, runtime: LearnerHost) -> None:
         """Called once by the runtime's constructor (register metrics, keep the runtime)."""
         ...
 
@@ -139,21 +219,21 @@ class RuntimeHook:
     here). Called on the runtime's thread; must not block.
     """
 
-    def on_started(self, runtime: Runtime) -> None:
+    def on_started(self, runtime: RuntimeHost) -> None:
         """The runtime is started (restored, listening, connected)."""
 
-    def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
+    def on_batch(self, runtime: RuntimeHost, batch: Batch, learned: Learned) -> None:
         """A batch was processed and its outputs flushed."""
 
-    def on_event(self, runtime: Runtime, event: dict[str, Any]) -> None:
+    def on_event(self, runtime: RuntimeHost, event: dict[str, Any]) -> None:
         """A lifecycle event was written (``converged``, ``split``, ``resketched``, ...)."""
 
-    def on_checkpoint(self, runtime: Runtime, reason: str, ok: bool) -> None:
+    def on_checkpoint(self, runtime: RuntimeHost, reason: str, ok: bool) -> None:
         """A checkpoint was attempted (``ok``: written)."""
 
-    def on_finishing(self, runtime: Runtime) -> None:
+    def on_finishing(self, runtime: RuntimeHost) -> None:
         """A graceful stop: the last batch is processed, the final checkpoint comes next and
         the sinks are still open."""
 
-    def on_stopped(self, runtime: Runtime) -> None:
+    def on_stopped(self, runtime: RuntimeHost) -> None:
         """The runtime closed."""

@@ -16,7 +16,7 @@ marked released) and committed before the partitions are given up.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streamkm.config.schema import ServiceConfig
 from streamkm.config.view import flatten_config
@@ -25,12 +25,10 @@ from streamkm.io.checkpoint import Checkpoint
 from streamkm.io.sources import RELEASED
 from streamkm.logs import log_event
 from streamkm.model import StreamModel
-from streamkm.runtime.learner import CheckpointContent, Learned
+from streamkm.runtime.learner import CheckpointContent, Learned, LearnerHost
 from streamkm.runtime.sketching import ServiceSketching
 from streamkm.runtime.wiring import build_model
 
-if TYPE_CHECKING:
-    from streamkm.runtime.shell import Runtime
 
 __all__ = ["LocalLearner"]
 
@@ -54,18 +52,18 @@ class LocalLearner:
         self._config_snapshot = flatten_config(config)  # stored in checkpoints, secrets masked
         self.model: StreamModel | None = None
         self._sketching: ServiceSketching | None = None
-        self._runtime: Runtime | None = None
+        self._runtime: LearnerHost | None = None
         self._committed_positions: dict[str, Any] = {}
         self._committed_next_part = 0
 
     @property
-    def runtime(self) -> Runtime:
+    def runtime(self) -> LearnerHost:
         assert self._runtime is not None, "LocalLearner.attach was not called"
         return self._runtime
 
     # ------------------------------------------------------------------ lifecycle
 
-    def attach(self, runtime: Runtime) -> None:
+    def attach(self, runtime: LearnerHost) -> None:
         self._runtime = runtime
         self._sketching = ServiceSketching(self.config, runtime.metrics)
 

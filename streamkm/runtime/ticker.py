@@ -10,13 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from streamkm.logs import log_event
-from streamkm.runtime.learner import RuntimeHook
+from streamkm.runtime.learner import RuntimeHook, RuntimeHost
 
-if TYPE_CHECKING:
-    from streamkm.runtime.shell import Runtime
 
 __all__ = ["TickingHook"]
 
@@ -42,22 +39,22 @@ class TickingHook(RuntimeHook):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def tick(self, runtime: Runtime, now: float) -> None:
+    def tick(self, runtime: RuntimeHost, now: float) -> None:
         """Called every ``period_s`` seconds with ``time.monotonic()``; must not raise."""
 
-    def on_started(self, runtime: Runtime) -> None:
+    def on_started(self, runtime: RuntimeHost) -> None:
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, args=(runtime,), name=self._name,
                                         daemon=True)
         self._thread.start()
 
-    def on_stopped(self, runtime: Runtime) -> None:
+    def on_stopped(self, runtime: RuntimeHost) -> None:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
         self._thread = None
 
-    def _run(self, runtime: Runtime) -> None:
+    def _run(self, runtime: RuntimeHost) -> None:
         while not self._stop.wait(self.period_s):
             try:
                 self.tick(runtime, time.monotonic())

@@ -42,7 +42,7 @@ from streamkm.scaleout.transport import (
 )
 
 if TYPE_CHECKING:
-    from streamkm.runtime.shell import Runtime
+    from streamkm.runtime.learner import LearnerHost
 
 __all__ = ["LeaderRole", "Publication"]
 
@@ -74,7 +74,7 @@ class LeaderRole:
     ----------
     config : ServiceConfig
         ``[scaleout]`` publication cadence, ``[model]`` of the global model.
-    runtime : Runtime
+    runtime : LearnerHost
         Where model events are counted, written and logged.
     metrics : ScaleoutMetrics
         Leader gauges and counters.
@@ -96,7 +96,7 @@ class LeaderRole:
         confirmed from the start (a single leader, as in tests).
     """
 
-    def __init__(self, config: ServiceConfig, runtime: Runtime, metrics: ScaleoutMetrics,
+    def __init__(self, config: ServiceConfig, runtime: LearnerHost, metrics: ScaleoutMetrics,
                  member: str, stats: dict[str, float], start: ModelVersion | None,
                  transport: ScaleoutTransport | None, backoff: Backoff,
                  on_broker_down: Callable[[], None], *,

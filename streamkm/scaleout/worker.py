@@ -28,7 +28,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from streamkm.io import registry
 from streamkm.io.batcher import Batch
 from streamkm.io.checkpoint import Checkpoint
 from streamkm.logs import log_event
-from streamkm.runtime.learner import CheckpointContent, Learned
+from streamkm.runtime.learner import CheckpointContent, Learned, LearnerHost
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.fencing import PartitionFences, PreparedUpdate
 from streamkm.scaleout.leader import ModelVersion
@@ -50,8 +50,6 @@ from streamkm.scaleout.metrics import ScaleoutMetrics
 from streamkm.scaleout.transport import ScaleoutTransport
 from streamkm.sketch import SketchedKernelKMeans
 
-if TYPE_CHECKING:
-    from streamkm.runtime.shell import Runtime
 
 __all__ = ["ScaleoutWorker"]
 
@@ -109,13 +107,13 @@ class ScaleoutWorker:
              "versions_published", "worker_assign_seconds", "worker_records",
              "worker_encode_seconds"), 0.0)
         # set by attach(): the runtime, its scale-out metrics and the broker clients
-        self.runtime: Runtime
+        self.runtime: LearnerHost
         self.metrics: ScaleoutMetrics
         self.link: BrokerLink
 
     # ------------------------------------------------------------------ lifecycle
 
-    def attach(self, runtime: Runtime) -> None:
+    def attach(self, runtime: LearnerHost) -> None:
         self.runtime = runtime
         self.metrics = ScaleoutMetrics(runtime.metrics.registry, self.member)
         self.link = BrokerLink(self.config.scaleout, runtime.metrics, self.fences.backoff)

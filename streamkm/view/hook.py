@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from streamkm.logs import log_event
 from streamkm.runtime.http import HttpRequest, HttpResponse
-from streamkm.runtime.learner import Learned, RuntimeHook
+from streamkm.runtime.learner import Learned, RuntimeHook, RuntimeHost
 from streamkm.view.cluster_view import ClusterView
 from streamkm.view.sizes import RecentClusterSizes
 
 if TYPE_CHECKING:
     from streamkm.io.batcher import Batch
-    from streamkm.runtime.shell import Runtime
 
 __all__ = ["ClusterViewHook", "install_cluster_view", "PAGE_PATH", "API_PATH"]
 
@@ -34,15 +33,15 @@ API_PATH = "/api/clusters"
 class ClusterSizesHook(RuntimeHook):
     """Exports ``streamkm_cluster_records{cluster}`` (see :mod:`streamkm.view.sizes`)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: RuntimeHost) -> None:
         self.sizes = RecentClusterSizes(runtime.metrics.cluster_records)
 
-    def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
+    def on_batch(self, runtime: RuntimeHost, batch: Batch, learned: Learned) -> None:
         if learned.cluster_ids is not None:
             self.sizes.observe(learned.cluster_ids)
 
 
-def install_cluster_view(runtime: Runtime) -> ClusterViewHook | None:
+def install_cluster_view(runtime: RuntimeHost) -> ClusterViewHook | None:
     """Export per-cluster record counts, and serve the live view on ``runtime``'s listener
     when ``[ui] enabled`` (the default)."""
     runtime.add_hook(ClusterSizesHook(runtime))
@@ -67,18 +66,18 @@ class ClusterViewHook(RuntimeHook):
         self.view = ClusterView(sample_size)
         self._page = resources.files("streamkm.view").joinpath("page.html").read_bytes()
 
-    def install(self, runtime: Runtime) -> None:
+    def install(self, runtime: RuntimeHost) -> None:
         """Observe ``runtime`` and add the page and the JSON to its HTTP router."""
         runtime.add_hook(self)
         runtime.router.add(PAGE_PATH, self._serve_page)
         runtime.router.add(API_PATH, self._serve_json)
 
-    def on_started(self, runtime: Runtime) -> None:
+    def on_started(self, runtime: RuntimeHost) -> None:
         if runtime.http_server is not None:
             log_event(_log, "info", "cluster_view_listening",
                       url=runtime.http_server.base_url + PAGE_PATH)
 
-    def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
+    def on_batch(self, runtime: RuntimeHost, batch: Batch, learned: Learned) -> None:
         if learned.cluster_ids is None or learned.sq_distances is None or batch.X is None:
             return
         status = runtime.status
@@ -88,7 +87,7 @@ class ClusterViewHook(RuntimeHook):
             objective=float(learned.objective if learned.objective is not None else 0.0),
             converged=bool(status.converged), n_clusters=int(status.clusters))
 
-    def on_event(self, runtime: Runtime, event: dict[str, Any]) -> None:
+    def on_event(self, runtime: RuntimeHost, event: dict[str, Any]) -> None:
         self.view.observe_event(event)
 
     def _serve_page(self, request: HttpRequest) -> HttpResponse:
