@@ -25,15 +25,14 @@ from streamkm._core.estimator import (
 )
 from streamkm._core.kernel_lloyd import feature_gram
 from streamkm._core.raw_rows import RawRows
-from streamkm._core.rng_state import rng_from_json_state, rng_state_to_json
 from streamkm._core.state_io import read_npz, write_npz_atomic
 from streamkm._core.threads import step_threads
 from streamkm._core.validation import check_array, check_random_state
-from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
 from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refresh_kernel,
                                               refresh_reason)
 from streamkm.cluster._monitor import ConvergenceMonitor
+from streamkm.cluster._state import model_from_state, model_state
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm.drift.policy import DriftPolicy
@@ -47,8 +46,6 @@ from streamkm.model import StepReport
 
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
 
-STATE_FORMAT = "streamkm.MiniBatchKernelKMeans"
-STATE_VERSION = 1
 _BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in transform / predict
 #: Parameters a fitted model is built from: changing one between ``partial_fit`` / ``step``
 #: calls raises (refit or clone instead). The others take effect as documented in the class.
@@ -795,115 +792,12 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         change them, and changing them does not change the model.
         """
         self._check_fitted()
-        params = self.get_params()
-        if not isinstance(params["random_state"], (int, type(None))):
-            params["random_state"] = None
-        policy = self._drift_policy()
-        params["drift"] = None if policy is None else policy.to_dict()
-        arrays = dict(self._centers.to_arrays())
-        arrays["counts"] = self.counts_
-        kernel_arrays, kernel_fitted = self._kernel_spec.to_arrays()
-        arrays.update(kernel_arrays)
-        meta = {
-            "format": STATE_FORMAT,
-            "format_version": STATE_VERSION,
-            "streamkm_version": __version__,
-            "params": params,
-            "n_features_in": int(self.n_features_in_),
-            "dtype": np.dtype(self._dtype).name,
-            "kernel_spec": self._kernel_spec.to_dict(),
-            "kernel_fitted": kernel_fitted,
-            "auto_decision": self.auto_decision_,
-            "gamma_": self.gamma_,
-            "n_steps": int(self.n_steps_),
-            "batch_objective": None if math.isnan(self.batch_objective_) else self.batch_objective_,
-            "improvement": self.improvement_,
-            "init_objective": float(self.init_objective_),
-            "next_tag": int(getattr(self._centers, "next_tag", 0)),
-            "monitor": self._monitor.to_dict(),
-            "raw_n_features": getattr(self, "_raw_n_features", None),
-            "rng": rng_state_to_json(self._rng),
-            "feature_names_in": (None if not hasattr(self, "feature_names_in_")
-                                 else [str(n) for n in self.feature_names_in_]),
-        }
-        drift = self.__dict__.get("_drift")
-        if drift is not None:
-            drift_arrays, meta["drift"] = drift.to_state()
-            arrays.update(drift_arrays)
-        reservoir = self.__dict__.get("_reservoir")
-        if reservoir is not None:
-            reservoir_arrays, meta["kernel_reservoir"] = reservoir.to_state()
-            arrays.update(reservoir_arrays)
-        return {name: np.array(value, copy=True) for name, value in arrays.items()}, meta
+        return model_state(self)
 
     @classmethod
     def from_state(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> MiniBatchKernelKMeans:
         """Rebuild a model from :meth:`get_state` output."""
-        if meta.get("format") != STATE_FORMAT:
-            raise StateError(f"not a {STATE_FORMAT} state: format={meta.get('format')!r}")
-        if meta.get("format_version") != STATE_VERSION:
-            raise StateError(
-                f"unsupported state format_version={meta.get('format_version')!r} "
-                f"(this streamkm reads {STATE_VERSION})"
-            )
-        try:
-            model = cls(**meta["params"])
-            model._validate_params()
-            model.n_features_in_ = int(meta["n_features_in"])
-            model._dtype = np.dtype(meta["dtype"])
-            model._kernel_spec = KernelSpec.from_dict(
-                meta["kernel_spec"], arrays, meta.get("kernel_fitted"))
-            model.gamma_ = meta["gamma_"]
-            decision = meta.get("auto_decision")
-            model.auto_decision_ = (None if decision is None
-                                    else AutoDecision.from_dict(decision).to_dict())
-            if model._kernel_spec.explicit_features:
-                model._centers = ExplicitCenters.from_arrays(arrays)
-            else:
-                model._centers = SupportCenters.from_arrays(
-                    model._kernel_spec, int(model.tau), arrays, int(meta["next_tag"])
-                )
-            if meta.get("raw_n_features") is not None:
-                model._raw_n_features = int(meta["raw_n_features"])
-            model.counts_ = arrays["counts"].astype(np.int64)
-            model.n_steps_ = int(meta["n_steps"])
-            bo = meta["batch_objective"]
-            model.batch_objective_ = math.nan if bo is None else float(bo)
-            model.improvement_ = meta["improvement"]
-            model.init_objective_ = float(meta["init_objective"])
-            model._monitor = ConvergenceMonitor(
-                float(model.tol), int(model.patience), float(model.wake_margin),
-                float(model.smoothing),
-            )
-            model._monitor.load_dict(meta["monitor"])
-            model._rng = rng_from_json_state(meta["rng"])
-            model._remember_frozen_params()
-            if meta.get("feature_names_in") is not None:
-                model.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
-            if meta.get("drift") is not None:
-                from streamkm.drift.controller import DriftController
-
-                model._drift = DriftController.from_state(arrays, meta["drift"], model._dtype)
-            if meta.get("kernel_reservoir") is not None:
-                model._reservoir = RowReservoir.from_state(arrays, meta["kernel_reservoir"],
-                                                           model._dtype)
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, StateError):
-                raise
-            raise StateError(f"malformed {STATE_FORMAT} state: {exc!r}") from exc
-        k = model._centers.n_clusters
-        if model.counts_.shape != (k,) or (
-            "_drift" not in model.__dict__ and k != model.n_clusters
-        ):
-            raise StateError(
-                f"counts has shape {model.counts_.shape!r} for {k} centers, expected "
-                f"({model.n_clusters},) without drift handling"
-            )
-        if "_drift" in model.__dict__ and model._drift.cluster_ids.shape != (k,):
-            raise StateError(
-                f"drift state has {model._drift.cluster_ids.shape[0]} cluster ids for {k} centers"
-            )
-        return model
+        return model_from_state(cls, arrays, meta)
 
     def save(self, path: str | Path) -> None:
         """Write the state to one ``.npz`` file (atomic; no pickle)."""
