@@ -1,2 +1,2 @@
-"""Tests of streamkm.service: config, checkpoints, the runtime in-process and as a subprocess
+"""Tests of the service: config, checkpoints, the runtime in-process and as a subprocess
 (file source)."""
