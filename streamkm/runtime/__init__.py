@@ -4,7 +4,8 @@
   listener, lag, dead letters, hooks, checkpoint cadence.
 * :class:`Learner` (:mod:`.learner`): the strategy it runs, :class:`LocalLearner`
   (:mod:`.local`) or ``streamkm.scaleout.worker.ScaleoutWorker``.
-* :class:`RuntimeHook`: observers of a runtime; :class:`HttpRouter` (:mod:`.http`): the
+* :class:`RuntimeHook`: observers of a runtime, which see it as a :class:`RuntimeHost`
+  (learners: a :class:`LearnerHost`); :class:`HttpRouter` (:mod:`.http`): the
   listener's routes; :class:`HealthChecks` (:mod:`.health`): ``/healthz``, ``/readyz`` and
   the readiness checks (:mod:`.watchdog`: systemd's watchdog fed by the liveness check).
 
@@ -15,11 +16,18 @@ from __future__ import annotations
 
 from streamkm.runtime.health import HealthChecks
 from streamkm.runtime.http import HttpRequest, HttpResponse, HttpRouter, HttpServer
-from streamkm.runtime.learner import CheckpointContent, Learned, Learner, RuntimeHook
+from streamkm.runtime.learner import (
+    CheckpointContent,
+    Learned,
+    Learner,
+    LearnerHost,
+    RuntimeHook,
+    RuntimeHost,
+)
 from streamkm.runtime.local import LocalLearner
 from streamkm.runtime.shell import Runtime
 from streamkm.runtime.status import ServiceStatus
 
-__all__ = ["Runtime", "Learner", "Learned", "CheckpointContent", "RuntimeHook",
-           "LocalLearner", "ServiceStatus", "HttpRouter", "HttpRequest", "HttpResponse",
-           "HttpServer", "HealthChecks"]
+__all__ = ["Runtime", "Learner", "Learned", "CheckpointContent", "RuntimeHook", "RuntimeHost",
+           "LearnerHost", "LocalLearner", "ServiceStatus", "HttpRouter", "HttpRequest",
+           "HttpResponse", "HttpServer", "HealthChecks"]

@@ -4,7 +4,9 @@ serves the process's metrics and 404s anything else."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import typing
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,7 +22,7 @@ from streamkm.app.service import Service
 from streamkm.config.schema import config_from_mapping
 from streamkm.exceptions import ConfigError
 from streamkm.io.batcher import Batch
-from streamkm.runtime import Learned, RuntimeHook
+from streamkm.runtime import Learned, LearnerHost, Runtime, RuntimeHook, RuntimeHost
 
 pytestmark = pytest.mark.unit
 
@@ -123,6 +125,35 @@ def test_the_runtime_reads_the_source_registered_for_its_kind(tmp_path: Path) ->
     finally:
         connectors.register_source("file", file_factory)
     assert len(built) == 1 and service.source is built[0]
+
+
+def _protocol_members(protocol: type) -> dict[str, Any]:
+    """Attributes (annotations) and methods / properties a protocol declares, own and
+    inherited."""
+    members: dict[str, Any] = {}
+    for klass in reversed(protocol.__mro__):
+        if klass in (object, typing.Protocol, typing.Generic) or klass.__name__ == "Protocol":
+            continue
+        members.update({name: None for name in klass.__dict__.get("__annotations__", {})})
+        members.update({name: value for name, value in vars(klass).items()
+                        if not name.startswith("_") and callable(value)
+                        or isinstance(value, property)})
+    return members
+
+
+@pytest.mark.parametrize("protocol", [RuntimeHost, LearnerHost], ids=lambda p: p.__name__)
+def test_the_runtime_has_every_member_its_hooks_and_learners_see(tmp_path: Path,
+                                                                protocol: type) -> None:
+    service = Service(_config(tmp_path), registry=CollectorRegistry())
+    members = _protocol_members(protocol)
+    assert {"config", "add_hook"} <= set(members)
+    for name, declared in members.items():
+        assert hasattr(service, name), name
+        if callable(declared):
+            assert (inspect.signature(getattr(Runtime, name)).parameters.keys()
+                    == inspect.signature(declared).parameters.keys()), name
+        if isinstance(declared, property):
+            assert isinstance(getattr(Runtime, name), property), name
 
 
 def test_unregistered_kind_is_a_config_error_naming_it() -> None:
