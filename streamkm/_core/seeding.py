@@ -15,7 +15,7 @@ A callback maps an int64 index array of length m to the float64 squared distance
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
@@ -23,13 +23,25 @@ from streamkm._numba.seeding import update_min_sq_dist
 
 if TYPE_CHECKING:
     from streamkm._core.kernel_lloyd import Gram
-    from streamkm.kernels import KernelSpec
 
-__all__ = ["SqDistTo", "d2_sampling", "farthest_first", "euclidean_sq_dist_to",
-           "kernel_sq_dist_to", "gram_sq_dist_to"]
+
+class KernelBlocks(Protocol):
+    """What a seeding needs of a kernel (a :class:`streamkm.kernels.KernelSpec` has it)."""
+
+    def block(self, x: np.ndarray, y: np.ndarray) -> np.ndarray: ...
+
+    def diagonal(self, x: np.ndarray) -> np.ndarray: ...
+
+__all__ = ["KernelBlocks", "SqDistTo", "d2_sampling", "farthest_first", "euclidean_sq_dist_to",
+           "kernel_sq_dist_to", "gram_sq_dist_to", "greedy_trials"]
 
 #: ``sq_dist_to(indices)`` -> float64 array (n_samples, len(indices)).
 SqDistTo = Callable[[np.ndarray], np.ndarray]
+
+
+def greedy_trials(k: int) -> int:
+    """Candidates per round of greedy k-means++ (Arthur and Vassilvitskii's 2 + ln k)."""
+    return 2 + int(np.log(k))
 
 
 def _one(sq_dist_to: SqDistTo, index: int) -> np.ndarray:
@@ -136,7 +148,7 @@ def euclidean_sq_dist_to(x: np.ndarray) -> SqDistTo:
     return sq_dist_to
 
 
-def kernel_sq_dist_to(kernel: KernelSpec, x: np.ndarray) -> SqDistTo:
+def kernel_sq_dist_to(kernel: KernelBlocks, x: np.ndarray) -> SqDistTo:
     """Squared feature-space distances of ``kernel`` of every row of ``x`` to rows
     ``indices``: K(x, x) - 2 K(x, x_i) + K(x_i, x_i), clipped at 0, from kernel blocks."""
     diag = kernel.diagonal(x).astype(np.float64)

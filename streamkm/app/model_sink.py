@@ -60,7 +60,7 @@ class ModelPublisher(RuntimeHook):
     def on_finishing(self, runtime: RuntimeHost) -> None:
         self.publish(runtime, "shutdown")
 
-    def on_batch(self, runtime: Runtime, batch: Batch, learned: Learned) -> None:
+    def on_batch(self, runtime: RuntimeHost, batch: Batch, learned: Learned) -> None:
         self._batches += 1
         kinds = {e.get("event") for e in (*learned.events, *learned.side_events)}
         if kinds & DRIFT_EVENTS:

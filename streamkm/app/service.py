@@ -40,7 +40,7 @@ class Service(Runtime):
     resume_from_outputs : bool, optional
         Without a checkpoint, resume from the resume point beside the file outputs with a
         fresh model (``streamkm run --on-existing-output=resume``; see
-        :mod:`streamkm.app.resume_point`).
+        :mod:`streamkm.io.resume_point`).
     """
 
     def __init__(self, config: ServiceConfig, *, registry: CollectorRegistry | None = None,

@@ -29,9 +29,10 @@ import numpy as np
 
 from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, stack_rows
 from streamkm.cluster._centers import ExplicitCenters, sq_norms
+from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels import KernelSpec
 
-__all__ = ["RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "refresh_kernel",
+__all__ = ["RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "refresh_kernel", "refresh_model_kernel",
            "refresh_reason"]
 
 #: input rows kept for refitting a graph kernel (the refresh's landmarks)
@@ -188,3 +189,41 @@ def _cluster_means(features: np.ndarray, labels: np.ndarray, k: int, *,
     for j in np.flatnonzero(~held):
         out[j] = features[int(fallback[j])] if keep is None else keep[j]
     return out
+
+
+def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = None
+                         ) -> list[dict[str, Any]]:
+    """Refit ``model``'s graph kernel on its reservoir (or on ``new_rows``, the reservoir's rows
+    in a new sketch) and move the centers and the drift windows into the new feature space,
+    where drift handling reviews every cluster once; the ``kernel_refreshed`` event and the
+    splits it led to (``kernel_refresh_failed`` when the reservoir has no level set)."""
+    reservoir = model._reservoir
+    old_kernel = model._kernel_spec
+    old_centers = ExplicitCenters(model._centers.centers.copy())
+    event: dict[str, Any] = {"event": "kernel_refreshed", "step": int(model.n_steps_),
+                             "reason": reason, "kernel": old_kernel.name,
+                             "n_rows": int(reservoir.rows.shape[0])}
+    reservoir.rows_since_fit = 0
+    try:
+        outcome = refresh_kernel(old_kernel, model._centers, reservoir.rows, new_rows)
+    except NoLevelSetError as exc:
+        if new_rows is not None:
+            raise
+        return [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
+    model._centers.reproject(outcome.centers)
+    model._kernel_spec = outcome.kernel
+    if new_rows is not None:
+        reservoir.rows = np.ascontiguousarray(new_rows, dtype=model._dtype)
+    reservoir.n_refreshes += 1
+    events = [{**event, "n_features": int(outcome.centers.shape[1])}]
+    drift = model.__dict__.get("_drift")
+    if drift is not None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            drift.follow_kernel(outcome.labels, outcome.old_features, outcome.new_features,
+                                reservoir.raw, old_centers, old_kernel, model._centers,
+                                outcome.kernel)
+        if reason != "drift":  # a drift refresh follows a split or merge already
+            splits, model.counts_ = drift.review(int(model.n_steps_), model._centers,
+                                                model.counts_, outcome.kernel)
+            events += splits
+    return events

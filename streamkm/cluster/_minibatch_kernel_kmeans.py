@@ -29,7 +29,7 @@ from streamkm._core.state_io import read_npz, write_npz_atomic
 from streamkm._core.threads import step_threads
 from streamkm._core.validation import check_array, check_random_state
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
-from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refresh_kernel,
+from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refresh_model_kernel,
                                               refresh_reason)
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.cluster._state import model_from_state, model_state
@@ -539,36 +539,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         """Refit the graph kernel on the reservoir and move the centers and the drift
         windows into its feature space, where drift handling reviews every cluster once;
         the ``kernel_refreshed`` event and the splits it led to."""
-        reservoir = self._reservoir
-        old_kernel = self._kernel_spec
-        old_centers = ExplicitCenters(self._centers.centers.copy())
-        event: dict[str, Any] = {"event": "kernel_refreshed", "step": int(self.n_steps_),
-                                 "reason": reason, "kernel": old_kernel.name,
-                                 "n_rows": int(reservoir.rows.shape[0])}
-        reservoir.rows_since_fit = 0
-        try:
-            outcome = refresh_kernel(old_kernel, self._centers, reservoir.rows, new_rows)
-        except NoLevelSetError as exc:
-            if new_rows is not None:
-                raise
-            return [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
-        self._centers.reproject(outcome.centers)
-        self._kernel_spec = outcome.kernel
-        if new_rows is not None:
-            reservoir.rows = np.ascontiguousarray(new_rows, dtype=self._dtype)
-        reservoir.n_refreshes += 1
-        events = [{**event, "n_features": int(outcome.centers.shape[1])}]
-        drift = self.__dict__.get("_drift")
-        if drift is not None:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                drift.follow_kernel(outcome.labels, outcome.old_features, outcome.new_features,
-                                    reservoir.raw, old_centers, old_kernel, self._centers,
-                                    outcome.kernel)
-            if reason != "drift":  # a drift refresh follows a split or merge already
-                splits, self.counts_ = drift.review(int(self.n_steps_), self._centers,
-                                                    self.counts_, outcome.kernel)
-                events += splits
-        return events
+        return refresh_model_kernel(self, reason, new_rows)
 
     def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
                ) -> StepReport:

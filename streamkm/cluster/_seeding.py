@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamkm._core.seeding import d2_sampling, farthest_first, kernel_sq_dist_to
+from streamkm._core.seeding import d2_sampling, farthest_first, greedy_trials, kernel_sq_dist_to
 from streamkm.kernels import KernelSpec
 
 __all__ = ["kernel_kmeans_plusplus", "kernel_farthest_traversal"]
@@ -21,7 +21,7 @@ def kernel_kmeans_plusplus(
     """Greedy kernel k-means++ (:func:`streamkm._core.seeding.d2_sampling`) with
     ``n_local_trials`` candidates per round (default 2 + floor(ln k))."""
     if n_local_trials is None:
-        n_local_trials = 2 + int(np.log(n_clusters))
+        n_local_trials = greedy_trials(n_clusters)
     return d2_sampling(x.shape[0], n_clusters, kernel_sq_dist_to(kernel, x), rng,
                        n_local_trials=n_local_trials)
 

@@ -278,7 +278,7 @@ def check_existing_outputs(config: ServiceConfig, mode: OnExistingOutput) -> lis
 
     ``fail`` raises, ``truncate`` empties the files, ``append`` keeps them, ``resume``
     checks that the resume point beside them reads (the runtime truncates the files to its
-    lengths and resumes the input from its positions, :mod:`streamkm.app.resume_point`).
+    lengths and resumes the input from its positions, :mod:`streamkm.io.resume_point`).
 
     Raises
     ------
@@ -299,7 +299,7 @@ def check_existing_outputs(config: ServiceConfig, mode: OnExistingOutput) -> lis
             f"--on-existing-output=append to keep them and write after them, or restore "
             f"the checkpoint folder")
     if mode == "resume":
-        from streamkm.app.resume_point import read_resume_point, resume_point_path
+        from streamkm.io.resume_point import read_resume_point, resume_point_path
         from streamkm.exceptions import StateError
 
         point = resume_point_path(config.sinks)

@@ -42,6 +42,7 @@ import scipy.sparse as sp
 from streamkm._core.kernel_lloyd import (
     Gram, feature_gram, gram_columns, gram_diagonal, kernel_lloyd, one_hot,
 )
+from streamkm._core.seeding import d2_sampling, greedy_trials, kernel_sq_dist_to
 from streamkm._numba import knn_graph as _nkg
 from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels._decision import AutoDecision, decide, not_considered
@@ -135,15 +136,14 @@ def _expected_cut(kmat: Gram, graph: sp.csr_matrix, n_clusters: int) -> float:
     """Mean normalised cut of ``graph`` over ``SCORE_STARTS`` kernel k-means runs on the
     Gram ``kmat``, each from its own k-means++ start; the starts' generator is seeded the
     same for every candidate."""
-    from streamkm.cluster._seeding import kernel_kmeans_plusplus  # the seeding imports kernels
-
     n = graph.shape[0]
     draw = np.random.default_rng(n)
     formed = _FormedGram(kmat)
     index = np.arange(n)[:, None]
     cuts = []
     for _ in range(SCORE_STARTS):
-        seeds = kernel_kmeans_plusplus(index, n_clusters, formed, draw)
+        seeds = d2_sampling(n, n_clusters, kernel_sq_dist_to(formed, index), draw,
+                            n_local_trials=greedy_trials(n_clusters))
         labels = kernel_lloyd(kmat, seeds, max_iter=_MAX_ITER, diag=formed.diag).labels
         cuts.append(normalized_cut(graph, labels, n_clusters))
     return float(np.mean(cuts))

@@ -275,8 +275,10 @@ class _RuntimeState(RuntimeHook):
                        f"{error}")
 
 
-from streamkm.runtime.learner import RuntimeHook, RuntimeHost
-from streamkm.runtime.pauses import PauseClock
+def install_health(runtime: RuntimeHost) -> HealthChecks:
+    """The health checks of ``runtime``: liveness clock (with a :class:`PauseClock` running
+    while the runtime is started; each stall is counted in ``streamkm_loop_stalls_total``,
+    added to the status and logged as ``loop_stalled``), the default readiness checks
     (``runtime``, ``model``, ``source``, ``checkpoint``), the two routes and, under a
     systemd unit with ``WatchdogSec=``, the watchdog pings."""
     def stalled(seconds: float, cause: str) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from prometheus_client import CollectorRegistry
 
-from streamkm.app.resume_point import read_resume_point, resume_point_path, write_resume_point
+from streamkm.io.resume_point import read_resume_point, resume_point_path, write_resume_point
 from streamkm.config.diff import check_against_checkpoint
 from streamkm.config.preflight import metrics_bind_error
 from streamkm.config.schema import ServiceConfig, config_hash
@@ -99,7 +99,7 @@ class Runtime:
         self.reset_model = reset_model
         self.model_was_reset = False
         #: ``streamkm run --on-existing-output=resume``: without a checkpoint, start a fresh
-        #: model from the resume point beside the outputs (:mod:`streamkm.app.resume_point`).
+        #: model from the resume point beside the outputs (:mod:`streamkm.io.resume_point`).
         self.resume_from_outputs = resume_from_outputs
         self.resume_point = (None if config.scaleout.enabled
                              else resume_point_path(config.sinks))

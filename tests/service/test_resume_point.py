@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streamkm.app.resume_point import read_resume_point, resume_point_path, write_resume_point
+from streamkm.io.resume_point import read_resume_point, resume_point_path, write_resume_point
 from streamkm.config.schema import SinksConfig
 from streamkm.exceptions import StateError
 

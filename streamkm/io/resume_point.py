@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from streamkm._core.state_io import write_bytes_atomic
-from streamkm.config.schema import SinksConfig
+
 from streamkm.exceptions import StateError
 from streamkm.io.checkpoint import Checkpoint
 
@@ -39,8 +39,9 @@ FORMAT_VERSION = 1
 _SUFFIX = ".resume.json"
 
 
-def resume_point_path(sinks: SinksConfig) -> Path | None:
-    """Where the resume point of these sinks lives (``None`` without file outputs)."""
+def resume_point_path(sinks: Any) -> Path | None:
+    """Where the resume point of the ``[sinks]`` section ``sinks`` lives (``None`` without
+    file outputs)."""
     if sinks.kind != "file":
         return None
     for name in ("assignments", "events", "dead_letter"):
