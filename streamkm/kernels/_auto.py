@@ -24,8 +24,8 @@ resolution, one row's share of a cut: moving a row to another cluster changes th
 about its degree over its cluster's volume, k / n on average (k clusters, n rows). Measured and dropped as not paying their way: rbf at
 4x the median width (never the lowest score where it mattered) and the density-weighted
 heat kernel on the decision rows (never lowest by a margin that gained ARI; the anchor and
-level-set kernels cut as little on moons and circles, and its dense eigendecomposition was
-most of the decision's time). ``candidates=`` can still add it.
+level-set kernels cut as little on moons and circles, and it adds an eigendecomposition of
+the decision rows' graph). ``candidates=`` can still add it.
 
 No graph kernel is considered when ``allow_graph`` is false (drift handling, sketching) or
 when the sample has fewer than ``AUTO_MIN_ROWS`` (or 20 k) distinct rows; the decision then
@@ -64,8 +64,8 @@ AUTO_HEAT_OPTIONS = {"n_neighbors": AUTO_NEIGHBORS, "weights": "density"}
 AUTO_ANCHOR_ROWS = 20000
 #: the graph kernels ``"auto"`` compares with the median width, in the order ties are
 #: broken; the heat kernel may be added (``candidates=``) but does not pay its way: it never
-#: scored lowest by a margin that gained ARI on the suite (docs/kernels.md), and its
-#: dense eigendecomposition was most of the decision's time
+#: scored lowest by a margin that gained ARI on the suite (docs/kernels.md), and it adds an
+#: eigendecomposition of the decision rows' graph
 AUTO_CANDIDATES = ("anchor", "level_set")
 GRAPH_CANDIDATES = ("heat", "anchor", "level_set")
 #: independent k-means++ starts per candidate; the score is the mean over them
