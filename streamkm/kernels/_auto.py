@@ -6,8 +6,8 @@ over an anchor graph beats every width; on other real data the median width is b
 ``"auto"`` compares candidate kernels on the sample, without labels, by one score:
 
 **the expected normalised cut of one common graph.** The graph is the mutual k-nn graph
-(``AUTO_NEIGHBORS`` neighbours, 0/1 edges, :func:`mutual_knn_graph`) of at most ``DECISION_ROWS`` distinct rows of the
-sample, drawn by a generator seeded with their number after sorting them (so the draw does
+(``AUTO_NEIGHBORS`` neighbours, 0/1 edges, :func:`mutual_knn_graph`) of at most
+``DECISION_ROWS`` distinct rows of the sample, drawn by a generator seeded with their number after sorting them (so the draw does
 not depend on the order the rows came in). Each candidate clusters those rows by kernel
 k-means from ``SCORE_STARTS`` independent k-means++ starts (seeded the same way for every
 candidate); its score is the mean over the starts of sum_j cut(C_j) / vol(C_j) of the
@@ -21,8 +21,8 @@ and the density level-set kernel fitted on the offered rows (all of X in ``fit``
 ``AUTO_ANCHOR_ROWS``; the sample in streaming). :func:`streamkm.kernels._decision.decide`
 takes the lowest score and keeps the reference unless it is beaten by more than the score's
 resolution, one row's share of a cut: moving a row to another cluster changes the cut by
-about its degree over its cluster's volume, k / n on average (k clusters, n rows). Measured and dropped as not paying their way: rbf at
-4x the median width (never the lowest score where it mattered) and the density-weighted
+about its degree over its cluster's volume, k / n on average (k clusters, n rows).
+Measured and dropped as not paying their way: rbf at 4x the median width (never the lowest score where it mattered) and the density-weighted
 heat kernel on the decision rows (never lowest by a margin that gained ARI; the anchor and
 level-set kernels cut as little on moons and circles, and it adds an eigendecomposition of
 the decision rows' graph). ``candidates=`` can still add it.
