@@ -73,7 +73,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         "polynomial", "cosine", "linear", seed 002's graph kernels "knn" and "heat",
         "anchor" (the heat kernel of an anchor graph) or "level_set" (the indicator of
         the k connected pieces of the data's densest rows); graph kernels are fitted on
-        landmark rows (all of X in :meth:`fit`, the initialisation sample in streaming;
+        landmark rows (all of X in :meth:`fit`; in streaming the initialisation sample,
+        then refitted on the 4,096 most recent rows each time that many have arrived,
+        after a drift split or merge and at a re-sketch: a ``kernel_refreshed`` event;
         see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
@@ -89,8 +91,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         median width's (most convex and real data: digits, PenDigits); else the median
         width. The density level-set kernel replaces any of these choices when its
         partition cuts clearly less of a density-sharpened graph (rings so noisy that the
-        heat kernel's graph joins them, spirals, three rings). Always the median width with drift handling,
-        raw rows for re-sketching or explicit ``kernel_params``, and below
+        heat kernel's graph joins them, spirals, three rings). Always the median width with
+        explicit ``kernel_params``, and below
         max(500, 20 k) distinct sample rows (in
         streaming the sample is the first batch: make the first :meth:`partial_fit` call
         at least that large). Pass ``gamma="median"`` or a number to keep rbf itself. The
