@@ -76,7 +76,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         "polynomial", "cosine", "linear", seed 002's graph kernels "knn" and "heat",
         "anchor" (the heat kernel of an anchor graph) or "level_set" (the indicator of
         the k connected pieces of the data's densest rows); graph kernels are fitted on
-        landmark rows (all of X in :meth:`fit`, the initialisation sample in streaming;
+        landmark rows (all of X in :meth:`fit`; in streaming the initialisation sample,
+        then refitted on the 4,096 most recent rows each time that many have arrived,
+        after a drift split or merge and at a re-sketch: a ``kernel_refreshed`` event;
         see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
@@ -88,8 +90,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         (both fitted on X in :meth:`fit`, at most 20,000 of its rows), the one whose kernel
         k-means cuts least of the sample's mutual k-nn graph on average over 5 starts; the
         median width unless beaten by more than k / n (``auto_decision_`` holds the
-        scores). Always the median width with drift handling,
-        raw rows for re-sketching or explicit ``kernel_params``, and below
+        scores). With drift handling or a sketch a graph kernel
+        is refitted on the recent rows as the stream goes. Always the median width with
+        explicit ``kernel_params``, and below
         max(500, 20 k) distinct sample rows (in
         streaming the sample is the first batch: make the first :meth:`partial_fit` call
         at least that large). Pass ``gamma="median"`` or a number to keep rbf itself. The
