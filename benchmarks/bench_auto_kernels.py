@@ -1,5 +1,5 @@
-"""Per-batch cost of the kernels ``gamma="auto"`` resolves to: the median-width rbf, the
-anchor-graph kernel and the density-weighted heat kernel, on the same streams.
+"""Per-batch cost of the median-width rbf, the anchor-graph kernel (what ``gamma="auto"``
+resolves to on most data) and the density-weighted heat kernel, on the same streams.
 
 Each model is initialised on its first batch (as the service does, 1024 rows: the anchor
 kernel's anchors and the heat kernel's landmarks are that batch), then timed on the next

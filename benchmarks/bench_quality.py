@@ -7,8 +7,8 @@ Run (one thread each, as in docs/benchmarks.md):
         .venv/bin/python benchmarks/bench_quality.py --seeds 3
 
 Sections (each prints a markdown table):
-1. ARI / NMI of ``MiniBatchKernelKMeans(k)`` with defaults (rbf, gamma="auto": median width
-   or heat kernel, docs/kernels.md) vs gamma="median", kernel="knn" and kernel="heat", per
+1. ARI / NMI of ``MiniBatchKernelKMeans(k)`` with defaults (rbf, gamma="auto": the kernel
+   choice of docs/kernels.md) vs gamma="median", kernel="knn" and kernel="heat", per
    data set, median (min-max) over seeds (the kernel "auto" chose goes to stderr).
 2. PenDigits: the feature-space norm bound gamma = max_x sqrt(K(x, x)) of knn / heat /
    Gaussian (kernels fitted on all of PenDigits), next to the paper's table (0.00100,

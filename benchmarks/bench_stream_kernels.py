@@ -8,7 +8,8 @@ Sections (``--sections``, default all):
     ``gamma="auto"``: the demo's generator (``streamkm demo``: rocking moons, breathing
     ring, a blob that splits in two; its halves count as two shapes once their centers are
     1.5 apart) and a rotating-moons / moving-rings stream (two moons turning about their
-    middle, two concentric rings sliding right). Windows of 8 batches of 512 after a
+    middle, a quarter turn in 60,000 records; two concentric rings around them sliding
+    right by 1). Windows of 8 batches of 512 after a
     warm-up of 8,192 records; first batch 3,072 rows as the service's. Reported: median
     (min) of the windows, and the share of windows >= 0.95, over all windows and over the
     windows outside the blob's split (records 20,000-35,000, where it pulls apart).
@@ -47,9 +48,10 @@ SPLIT = (20_000, 35_000)  # records over which the demo's blob pulls apart
 
 class RotatingMoonsRings:
     """Two moons turning about their middle (one turn per ``period`` records) and two
-    concentric rings (radii 1 and 2, noise 0.08) sliding right by 4 per ``period``."""
+    concentric rings (radii 4 and 6 around them, noise 0.08) sliding right by 4 per
+    ``period``."""
 
-    def __init__(self, seed: int, period: int = 60_000) -> None:
+    def __init__(self, seed: int, period: int = 240_000) -> None:
         self.seed, self.period = seed, period
 
     def draw(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -33,6 +33,7 @@ from streamkm.config.schema import ServiceConfig, config_from_mapping
 
 __all__ = ["DriftingStream", "StreamWriter", "StatusLine", "demo_config", "describe_event"]
 
+_BLOCK = 1024  # records drawn by one generator
 _BAD_LINES = (b'{"id": "bad", "x": [1.0', b'{"x": [NaN, 1.0]}', b'{"x": [1.0, 2.0, 3.0]}',
               b"\xff\xfe not utf-8", b'{"x": [1e300, 0.0]}')
 
@@ -81,9 +82,28 @@ class DriftingStream:
 
     def _draw(self, start: int, count: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Points, shape group, blob side (-1 / 1, blob rows) and blob spread (blob rows)."""
+        """Points, shape group, blob side (-1 / 1, blob rows) and blob spread (blob rows),
+        drawn in blocks of ``_BLOCK`` records so that record n does not depend on how the
+        stream is cut into calls."""
+        first, last = start // _BLOCK, -(-(start + count) // _BLOCK)
+        parts = [self._draw_block(b) for b in range(first, last)]
+        lo = start - first * _BLOCK
+        points = np.concatenate([p[0] for p in parts])[lo:lo + count]
+        group = np.concatenate([p[1] for p in parts])[lo:lo + count]
+        blob_of = np.concatenate([np.where(p[1] == 3, 1, 0) for p in parts])
+        side = np.concatenate([p[2] for p in parts])
+        spread = np.concatenate([p[3] for p in parts])
+        # blob rows of the range: those among the blocks' blob rows that fall in it
+        in_range = np.zeros(blob_of.shape[0], dtype=bool)
+        in_range[lo:lo + count] = True
+        keep = in_range[blob_of.astype(bool)]
+        return points, group, side[keep], spread[keep]
+
+    def _draw_block(self, block: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        start, count = block * _BLOCK, _BLOCK
         n = np.arange(start, start + count)
-        rng = np.random.default_rng([self.seed, start])
+        rng = np.random.default_rng([self.seed, block])
         group = rng.integers(0, 4, size=count)
         u = rng.uniform(0.0, math.pi, size=count)
         noise = rng.normal(0.0, 0.08, size=(count, 2))

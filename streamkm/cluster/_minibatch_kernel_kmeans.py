@@ -73,24 +73,23 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         "polynomial", "cosine", "linear", seed 002's graph kernels "knn" and "heat",
         "anchor" (the heat kernel of an anchor graph) or "level_set" (the indicator of
         the k connected pieces of the data's densest rows); graph kernels are fitted on
-        landmark rows (all of X in :meth:`fit`, the initialisation sample in streaming;
+        landmark rows (all of X in :meth:`fit`; in streaming the initialisation sample,
+        then refitted on the 4,096 most recent rows each time that many have arrived,
+        after a drift split or merge and at a re-sketch: a ``kernel_refreshed`` event;
         see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
         initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
         median heuristic (polynomial: 1 / n_features), ``"eigengap"`` picks among widths
         median * 2^j by the eigengap of the normalised kernel matrix. ``"auto"`` (or None)
-        for rbf / laplacian chooses the kernel, once, on the initialisation sample: the
-        density-weighted heat kernel (20 neighbours) when the median width's partition of
-        the sample cuts more than twice the k-nn graph weight of the heat kernel's
-        (non-convex clusters such as moons and rings) or the graph falls apart into
-        exactly k pieces; else the anchor-graph kernel (fitted on X in :meth:`fit`, at
-        most 20,000 of its rows) when its partition cuts no more of that graph than the
-        median width's (most convex and real data: digits, PenDigits); else the median
-        width. The density level-set kernel replaces any of these choices when its
-        partition cuts clearly less of a density-sharpened graph (rings so noisy that the
-        heat kernel's graph joins them, spirals, three rings). Always the median width with drift handling,
-        raw rows for re-sketching or explicit ``kernel_params``, and below
+        for rbf / laplacian chooses the kernel, once, on the initialisation sample: of the
+        median-width kernel, the anchor-graph kernel and the density level-set kernel
+        (both fitted on X in :meth:`fit`, at most 20,000 of its rows), the one whose kernel
+        k-means cuts least of the sample's mutual k-nn graph on average over 5 starts; the
+        median width unless beaten by more than k / n (``auto_decision_`` holds the
+        scores). With drift handling or a sketch a graph kernel
+        is refitted on the recent rows as the stream goes. Always the median width with
+        explicit ``kernel_params``, and below
         max(500, 20 k) distinct sample rows (in
         streaming the sample is the first batch: make the first :meth:`partial_fit` call
         at least that large). Pass ``gamma="median"`` or a number to keep rbf itself. The
@@ -738,8 +737,8 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     @property
     def kernel_(self) -> KernelSpec:
         """The kernel the model uses, parameters resolved (with ``gamma="auto"``: the
-        median-width kernel, the heat kernel or the anchor-graph kernel, see
-        :func:`streamkm.kernels.build_kernel`)."""
+        median-width kernel, the anchor-graph kernel or the level-set kernel, see
+        :func:`streamkm.kernels.build_kernel` and ``auto_decision_``)."""
         self._check_fitted()
         return self._kernel_spec
 

@@ -6,26 +6,28 @@ over an anchor graph beats every width; on other real data the median width is b
 ``"auto"`` compares candidate kernels on the sample, without labels, by one score:
 
 **the expected normalised cut of one common graph.** The graph is the mutual k-nn graph
-(``AUTO_NEIGHBORS`` neighbours, 0/1 edges, :func:`mutual_knn_graph`) of at most ``DECISION_ROWS`` distinct rows of the
-sample, drawn by a generator seeded with their number after sorting them (so the draw does
-not depend on the order the rows came in). Each candidate clusters those rows by kernel
-k-means from ``SCORE_STARTS`` independent k-means++ starts (seeded the same way for every
-candidate); its score is the mean over the starts of sum_j cut(C_j) / vol(C_j) of the
-partition found: how much of the graph a start of that kernel cuts. A kernel whose starts
-land on different partitions pays for the bad ones, so the score rewards clusters that
-follow the data's connected shapes *and* that a start finds reliably. The level-set kernel's
-partition does not depend on a start (its k pieces) and is scored once.
+(``AUTO_NEIGHBORS`` neighbours, 0/1 edges, :func:`mutual_knn_graph`) of at most
+``DECISION_ROWS`` distinct rows of the sample, drawn by a generator seeded with their number
+after sorting them (so the draw does not depend on the order the rows came in). Each
+candidate clusters those rows by kernel k-means from ``SCORE_STARTS`` independent k-means++
+starts (seeded the same way for every candidate); its score is the mean over the starts of
+sum_j cut(C_j) / vol(C_j) of the partition found: how much of the graph a start of that
+kernel cuts. A kernel whose starts land on different partitions pays for the bad ones, so
+the score rewards clusters that follow the data's connected shapes *and* that a start finds
+reliably. The level-set kernel's partition does not depend on a start (its k pieces) and is
+scored once.
 
 The candidates: the ``kind`` at the median width (the reference), the anchor-graph kernel
 and the density level-set kernel fitted on the offered rows (all of X in ``fit``, at most
 ``AUTO_ANCHOR_ROWS``; the sample in streaming). :func:`streamkm.kernels._decision.decide`
 takes the lowest score and keeps the reference unless it is beaten by more than the score's
 resolution, one row's share of a cut: moving a row to another cluster changes the cut by
-about its degree over its cluster's volume, k / n on average (k clusters, n rows). Measured and dropped as not paying their way: rbf at
-4x the median width (never the lowest score where it mattered) and the density-weighted
-heat kernel on the decision rows (never lowest by a margin that gained ARI; the anchor and
-level-set kernels cut as little on moons and circles, and its dense eigendecomposition was
-most of the decision's time). ``candidates=`` can still add it.
+about its degree over its cluster's volume, k / n on average (k clusters, n rows). Measured
+and dropped as not paying their way: rbf at 4x the median width (never the lowest score
+where it mattered) and the density-weighted heat kernel on the decision rows (never lowest
+by a margin that gained ARI; the anchor and level-set kernels cut as little on moons and
+circles, and it adds an eigendecomposition of the decision rows' graph). ``candidates=`` can
+still add it.
 
 No graph kernel is considered when ``allow_graph`` is false (drift handling, sketching) or
 when the sample has fewer than ``AUTO_MIN_ROWS`` (or 20 k) distinct rows; the decision then
@@ -49,7 +51,8 @@ from streamkm.kernels._decision import AutoDecision, decide, not_considered
 from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
-__all__ = ["AUTO_ANCHOR_ROWS", "AUTO_CANDIDATES", "GRAPH_CANDIDATES", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS", "AUTO_NEIGHBORS",
+__all__ = ["AUTO_ANCHOR_ROWS", "AUTO_CANDIDATES", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS",
+           "AUTO_NEIGHBORS", "GRAPH_CANDIDATES",
            "DECISION_ROWS", "LEVEL_SET_PAIRS", "LEVEL_SET_ROWS", "SCORE_STARTS",
            "auto_kernel_decision", "choose_auto_kernel", "decision_rows", "level_set_rows",
            "mutual_knn_graph", "normalized_cut"]
@@ -65,8 +68,8 @@ AUTO_HEAT_OPTIONS = {"n_neighbors": AUTO_NEIGHBORS, "weights": "density"}
 AUTO_ANCHOR_ROWS = 20000
 #: the graph kernels ``"auto"`` compares with the median width, in the order ties are
 #: broken; the heat kernel may be added (``candidates=``) but does not pay its way: it never
-#: scored lowest by a margin that gained ARI on the suite (docs/kernels.md), and its
-#: dense eigendecomposition was most of the decision's time
+#: scored lowest by a margin that gained ARI on the suite (docs/kernels.md), and it adds an
+#: eigendecomposition of the decision rows' graph
 AUTO_CANDIDATES = ("anchor", "level_set")
 GRAPH_CANDIDATES = ("heat", "anchor", "level_set")
 #: independent k-means++ starts per candidate; the score is the mean over them

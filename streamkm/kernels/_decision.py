@@ -4,8 +4,9 @@ Every candidate kernel's partition of the decision rows gets the same score (low
 better: the normalised cut of one common graph, :mod:`streamkm.kernels._auto`); the
 decision takes the lowest, and keeps the reference kernel (the median-width one) unless
 another candidate scores lower by more than the ``tolerance`` (the score's resolution:
-one row's share of a cut, so a difference of a row or two never changes the kernel). A candidate without a
-score (e.g. no level set of k pieces exists) is listed with ``None`` and never chosen.
+one row's share of a cut, so a difference of a row or two never changes the kernel). A
+candidate without a score (e.g. no level set of k pieces exists) is listed with ``None``
+and never chosen.
 
 :class:`AutoDecision` holds the inputs and the outcome as plain types (str, float, None,
 lists), so it round-trips through the JSON part of the model state unchanged.

@@ -164,3 +164,22 @@ def test_mutual_knn_graph_against_numpy():
     # the union graph joins more sparse rows to the dense half than the mutual one
     union = within | within.T
     assert (union[30:, :30]).sum() >= expected[30:, :30].sum()
+
+
+def test_the_heat_kernel_can_be_compared_on_request_and_unknown_candidates_are_refused():
+    from streamkm.kernels import get_kernel_type
+    from streamkm.kernels._auto import auto_kernel_decision
+
+    x, _ = make_moons(1200, noise=0.06, random_state=0)
+    rbf = get_kernel_type("rbf")
+    spec, decision = auto_kernel_decision(rbf, 1.0, x, 2, allow_graph=True,
+                                          candidates=("heat", "anchor", "level_set"))
+    assert decision.candidates == ("rbf", "heat", "anchor", "level_set")
+    assert decision.scores["heat"] is not None and spec.name == decision.chosen != "rbf"
+    default_spec, default = auto_kernel_decision(rbf, 1.0, x, 2, allow_graph=True)
+    assert default.candidates == ("rbf", "anchor", "level_set")
+    assert default.scores["rbf"] == decision.scores["rbf"]  # the same starts for every set
+    with pytest.raises(ValueError, match="'cosine'"):
+        auto_kernel_decision(rbf, 1.0, x, 2, allow_graph=True, candidates=("cosine",))
+    few, why = auto_kernel_decision(rbf, 1.0, x[:300], 2, allow_graph=True)
+    assert few.name == "rbf" and why.scores == {"rbf": None} and "300 distinct rows" in why.reason
