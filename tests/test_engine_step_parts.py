@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import streamkm
-from streamkm import MiniBatchKernelKMeans, ParameterError, _threads
+from streamkm import MiniBatchKernelKMeans, ParameterError
+from streamkm._core import threads as _threads
 from streamkm._core.threads import block_threads, row_chunks
 from streamkm._numba import centers as nc
 from streamkm._numba import kernels as nk

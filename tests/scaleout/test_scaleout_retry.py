@@ -124,7 +124,8 @@ class World:
         self.config = ServiceConfig.model_validate({
             "source": {"kind": "kafka", "topics": ["t"], "group_id": "g"},
             "decoding": {"dim": 2}, "batching": {"batch_size": 10},
-            "model": {"n_clusters": 2, "tau": 10, "n_init": 1, "random_state": 0},
+            "model": {"n_clusters": 2, "tau": 10, "n_init": 1, "random_state": 0,
+                      "gamma": "median"},  # no kernel choice: the first event is "converged"
             "scaleout": {"enabled": True, "member_id": "w"},
             "sinks": {"kind": "file", "assignments": str(tmp / "a.jsonl"),
                       "events": str(tmp / "e.jsonl"), "dead_letter": str(tmp / "d.jsonl")},
