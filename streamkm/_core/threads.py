@@ -7,10 +7,11 @@ n x (BLAS threads). The numba kernels release the GIL. With one thread the chunk
 inline (no pool, no hand-off).
 
 By default a kernel block gets one thread per whole :data:`PARALLEL_BLOCK_ELEMENTS` values
-(2^22, about four million) it holds, at least one, at most the CPUs this process may run on,
+(2^24, about 16.8 million) it holds, at least one, at most the CPUs this process may run on,
 and only one while the machine is oversubscribed (its 1-minute load average at or above its
 CPU count). A second thread pays only when it has a core to itself and enough work to cover
-the hand-off and the smaller GEMMs: docs/benchmarks.md, engine table 7.
+the hand-off and the smaller GEMMs; measured up to 16 million values it never did, quiet or
+loaded, so every block measured runs on one thread (docs/benchmarks.md, engine table 7).
 :func:`set_num_threads` or the environment variable ``STREAMKM_NUM_THREADS`` fix the count
 instead, for every block.
 """
@@ -30,7 +31,7 @@ __all__ = ["PARALLEL_BLOCK_ELEMENTS", "get_num_threads", "set_num_threads", "num
            "block_threads", "run_row_chunks", "row_chunks"]
 
 #: Kernel-block values per thread below which the automatic setting adds no thread.
-PARALLEL_BLOCK_ELEMENTS = 1 << 22
+PARALLEL_BLOCK_ELEMENTS = 1 << 24
 _CHUNK_ELEMENTS = 1 << 21  # kernel-block entries per chunk (16 MiB in float64)
 _MIN_CHUNK_ROWS = 64  # below this a chunk's GEMM repacks the support rows too often
 
