@@ -4,7 +4,6 @@ grid search, clone, DataFrames, set_params between partial_fit calls, pickling."
 from __future__ import annotations
 
 import os
-
 import pickle
 
 import numpy as np
