@@ -36,8 +36,7 @@ from streamkm.cluster._state import model_from_state, model_state
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
 from streamkm.drift.policy import DriftPolicy
-from streamkm.exceptions import (NoLevelSetError, NotFittedError, ParameterError, StateError,
-                                 ValidationError)
+from streamkm.exceptions import (NotFittedError, ParameterError, ValidationError)
 from streamkm.kernels import KernelSpec, build_kernel
 from streamkm.kernels._decision import AutoDecision
 from streamkm.kernels._spec import check_kernel_options

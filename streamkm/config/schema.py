@@ -15,39 +15,26 @@ masking :mod:`streamkm.config.secrets`.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import inspect
 import json
 import os
-import re
 import tomllib
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Discriminator,
     Field,
-    PrivateAttr,
     SecretStr,
-    Strict,
     Tag,
     ValidationError,
-    create_model,
-    field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
-from sklearn.utils._param_validation import StrOptions
 
-from streamkm.cluster import MiniBatchKernelKMeans
-from streamkm.drift.policy import DriftPolicy
 from streamkm.config.secrets import SECRET_MASK, is_secret_key, mask_value
 from streamkm.config.sections import (
     BatchingConfig,
@@ -73,8 +60,6 @@ from streamkm.config.sections import (
     _source_kind,
 )
 from streamkm.exceptions import ConfigError, ParameterError
-from streamkm.io.registry import client_settings_check
-from streamkm.kernels._spec import check_kernel_options
 
 __all__ = [
     "SourceConfig",

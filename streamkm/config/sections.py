@@ -4,15 +4,9 @@ configuration, its loading and its environment overrides are :mod:`streamkm.conf
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
-import json
-import os
-import re
-import tomllib
-import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,13 +14,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Discriminator,
     Field,
     PrivateAttr,
     SecretStr,
     Strict,
-    Tag,
-    ValidationError,
     create_model,
     field_validator,
     model_validator,
@@ -37,7 +28,7 @@ from sklearn.utils._param_validation import StrOptions
 from streamkm.cluster import MiniBatchKernelKMeans
 from streamkm.drift.policy import DriftPolicy
 from streamkm.config.secrets import mask_value
-from streamkm.exceptions import ConfigError, ParameterError
+from streamkm.exceptions import ParameterError
 from streamkm.io.registry import client_settings_check
 from streamkm.kernels._spec import check_kernel_options
 
