@@ -11,7 +11,8 @@ from typing import Any
 
 from streamkm import registry
 from streamkm.sinks import SinkSet
-from streamkm.sources import Source
+from streamkm.config.sections import KafkaSourceConfig, SourceConfig
+from streamkm.sources import LAG_BYTES, LAG_RECORDS, Source
 
 __all__ = ["register"]
 
@@ -81,8 +82,9 @@ def check_kafka_settings(role: str, settings: dict[str, Any]) -> None:
 
 def register() -> None:
     """Register the file and Kafka sources and sinks and the Kafka scale-out transport."""
-    registry.register_source("file", file_source)
-    registry.register_source("kafka", kafka_source)
+    registry.register_source("file", file_source, section=SourceConfig, lag_unit=LAG_BYTES)
+    registry.register_source("kafka", kafka_source, section=KafkaSourceConfig,
+                             lag_unit=LAG_RECORDS)
     registry.register_sinks("file", file_sinks)
     registry.register_sinks("kafka", kafka_sinks)
     registry.register_scaleout_transport("kafka", kafka_scaleout)

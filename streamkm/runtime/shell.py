@@ -188,7 +188,8 @@ class Runtime:
             checkpoint, resumed = self._read_resume_point(self.resume_point), True
         self.sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
         if self.source is None:
-            self.source = build_source(cfg.source, kafka=cfg.kafka, metrics=self.metrics)
+            self.source = build_source(cfg.source, kafka=cfg.kafka, metrics=self.metrics,
+                                       whole=cfg)
         if isinstance(self.source, DynamicSource):
             self.dynamic = self.source
         self.batcher = Batcher(

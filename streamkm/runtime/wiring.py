@@ -29,10 +29,17 @@ __all__ = ["build_source", "build_decoder", "build_sinks", "build_model"]
 
 
 def build_source(config: SourceConfig | KafkaSourceConfig, *, kafka: KafkaConfig | None = None,
-                 metrics: Any = None) -> Source:
+                 metrics: Any = None, whole: Any = None) -> Source:
     """The source of ``config.kind`` (the file tailer, a Kafka consumer group, ...), which
-    uses the ``kafka`` connection settings and reports to ``metrics``."""
-    return registry.source_factory(config.kind)(config, kafka or KafkaConfig(), metrics)
+    uses the ``kafka`` connection settings and reports to ``metrics``; a factory registered
+    for the whole configuration receives ``whole`` (the loaded configuration) instead."""
+    factory = registry.source_factory(config.kind)
+    if registry.wants_whole_config(factory):
+        if whole is None:
+            raise ConfigError(f"the {config.kind!r} source reads its own config sections: "
+                              f"build it from a whole loaded configuration")
+        return factory(config, whole, metrics)
+    return factory(config, kafka or KafkaConfig(), metrics)
 
 
 def build_decoder(config: DecodingConfig) -> RecordDecoder:
