@@ -25,7 +25,11 @@ from streamkm.io.decoding import RecordDecoder
 from streamkm.io.sinks import SinkSet
 from streamkm.io.sources import Source
 
-__all__ = ["build_source", "build_decoder", "build_sinks", "build_model"]
+#: How long the service waits for input when none is ready, for a ``[source]`` table
+#: without a ``poll_interval_ms`` key of its own.
+DEFAULT_POLL_INTERVAL_MS = 100.0
+
+__all__ = ["DEFAULT_POLL_INTERVAL_MS", "source_poll_interval_s", "build_source", "build_decoder", "build_sinks", "build_model"]
 
 
 def build_source(config: SourceConfig | KafkaSourceConfig, *, kafka: KafkaConfig | None = None,
@@ -40,6 +44,12 @@ def build_source(config: SourceConfig | KafkaSourceConfig, *, kafka: KafkaConfig
                               f"build it from a whole loaded configuration")
         return factory(config, whole, metrics)
     return factory(config, kafka or KafkaConfig(), metrics)
+
+
+def source_poll_interval_s(config: Any) -> float:
+    """Seconds the service waits for input when none is ready: the ``[source]`` table's
+    ``poll_interval_ms``, or :data:`DEFAULT_POLL_INTERVAL_MS` for a kind without that key."""
+    return float(getattr(config, "poll_interval_ms", DEFAULT_POLL_INTERVAL_MS)) / 1000.0
 
 
 def build_decoder(config: DecodingConfig) -> RecordDecoder:
