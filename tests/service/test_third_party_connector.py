@@ -81,10 +81,10 @@ def test_a_connector_package_adds_a_source_kind_with_its_own_section(tmp_path: P
     assert len(set.union(*by_center)) == 3
     assert count_lines(tmp_path / "out" / "dead.jsonl") == 0
 
-    # the checkpoint holds the connector's own position: a restart reads nothing again
-    run_again = cli("checkpoint", "inspect", str(tmp_path / "ck"), env=env)
-    assert run_again.returncode == 0, run_again.stderr
-    assert '"next": 900' in run_again.stdout or "next" in run_again.stdout
+    # the checkpoint written at the stop holds the connector's own position, after the last
+    inspected = cli("checkpoint", "inspect", str(tmp_path / "ck"), env=env)
+    assert inspected.returncode == 0, inspected.stderr
+    assert 'blobs: {"next": 900}' in inspected.stdout, inspected.stdout
 
 
 @pytest.mark.parametrize(("blobs", "records", "needle"), [
