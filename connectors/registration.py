@@ -31,8 +31,9 @@ def kafka_source(section: Any, kafka: Any, metrics: Any) -> Source:
     """The consumer group of a ``[source] kind = "kafka"`` section."""
     from .kafka_source import kafka_source_from_config
 
-    return kafka_source_from_config(section, kafka,
-                                    metrics.kafka if metrics is not None else None)
+    from .kafka_metrics import kafka_metrics
+
+    return kafka_source_from_config(section, kafka, kafka_metrics(metrics))
 
 
 def file_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
@@ -56,10 +57,11 @@ def _model_file(section: Any) -> Any:
 
 def kafka_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
     """Kafka topic sinks of a ``[sinks] kind = "kafka"`` section."""
+    from .kafka_metrics import kafka_metrics
     from .kafka_sinks import kafka_sinks_from_config
 
     assignments, events, dead_letter, model, transaction = kafka_sinks_from_config(
-        section, kafka, metrics.kafka if metrics is not None else None)
+        section, kafka, kafka_metrics(metrics))
     return SinkSet(assignments=assignments, events=events, dead_letter=dead_letter,
                    model=model if model is not None else _model_file(section),
                    transaction=transaction)
