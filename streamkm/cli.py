@@ -340,8 +340,8 @@ def _port_in_use(port: int) -> str | None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``streamkm demo``: generate a drifting stream and cluster it live."""
-    from streamkm.app.demo import DriftingStream, StatusLine, StreamWriter, demo_config
-    from streamkm.app.demo import dump_config
+    from streamkm.app.demo import DriftingStream, StreamWriter, demo_config, dump_config
+    from streamkm.app.demo_footprint import start_over
     from streamkm.app.service import Service
     from streamkm.logs import configure_logging
 
@@ -366,18 +366,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
     max_bytes = int(args.max_stream_mb * 1e6)
     writer = StreamWriter(stream_file, DriftingStream(seed=args.seed, bad_fraction=0.001),
                           args.rate, stop, max_bytes=max_bytes)
+    running: list[Service] = []  # the service of the current start
+    stopped_by_user = threading.Event()
+
+    def stop_demo() -> None:
+        stopped_by_user.set()
+        running[-1].request_stop()
+
     service = Service(config, reset_model=args.reset_model)
-    _install_stop_handlers(service.request_stop)
+    running.append(service)
+    _install_stop_handlers(stop_demo)
     _say_if_compiling()
     try:
         service.start()
     except (ConfigError, CheckpointError, StateError, OSError) as exc:
         _error(str(exc))
         return EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_FAILURE
+    if service.metrics_server is not None:  # a start over listens where the page is open
+        config = demo_config(state, metrics_port=service.metrics_server.port)
+    max_output = int(args.max_output_mb * 1e6)
     out = sys.stdout
     if service.metrics_server is not None and service.cluster_view is not None:
         out.write(f"streamkm demo: watch the clusters at {service.metrics_server.base_url}/\n")
-    out.write(f"streamkm demo: state in {state}\n")
+    out.write(f"streamkm demo: state in {state}, at most "
+              f"{2 * args.max_stream_mb + args.max_output_mb:g} MB plus the checkpoints\n")
     out.write(f"  stream   {stream_file} ({args.rate:g} records/s; at {args.max_stream_mb:g} "
               f"MB it moves to {writer.rotated.name}, so at most {2 * args.max_stream_mb:g} "
               f"MB)\n")
@@ -389,28 +401,63 @@ def cmd_demo(args: argparse.Namespace) -> int:
         out.write(f"  health   {base}/healthz (alive), {base}/readyz (ready)\n")
     out.write(f"  output   {config.sinks.assignments}\n")
     out.write(f"  rejects  {config.sinks.dead_letter} (1 line in 1,000 is malformed on purpose)\n")
+    out.write(f"  bound    once the outputs hold {args.max_output_mb:g} MB together, the demo "
+              f"starts over with a fresh model on the current stream file\n")
     out.write("  Ctrl-C to stop (state is kept; run again to resume)\n")
     out.flush()
     writer.start()
-    status = StatusLine(service, stop, out)
-    status.start()
     timer = None
     if args.duration is not None:
-        timer = threading.Timer(args.duration, service.request_stop)
+        timer = threading.Timer(args.duration, stop_demo)
         timer.daemon = True
         timer.start()
     try:
-        service.run()
+        while True:
+            if not _run_demo_service(service, config, max_output, out, stopped_by_user):
+                break
+            start_over(config)
+            out.write(f"\nstreamkm demo: the outputs reached {args.max_output_mb:g} MB: "
+                      f"starting over with a fresh model on the current stream file\n")
+            out.flush()
+            service = Service(config)
+            running.append(service)
+            if stopped_by_user.is_set():
+                break
+            try:
+                service.start()
+            except (ConfigError, CheckpointError, StateError, OSError) as exc:
+                _error(str(exc))
+                return EXIT_FAILURE
     finally:
         stop.set()
         if timer is not None:
             timer.cancel()
         writer.join(timeout=2)
-        status.join(timeout=2)
     s = service.status
     out.write(f"stopped: {s.records_accepted} records clustered, {s.records_rejected} "
               f"rejected, step {s.step}, {s.checkpoints} checkpoints written\n")
     return EXIT_OK
+
+
+def _run_demo_service(service: Any, config: Any, max_output: int, out: Any,
+                      stopped_by_user: threading.Event) -> bool:
+    """Run the demo's started ``service`` with its status line until it stops; True when
+    it stopped because its outputs reached ``max_output`` bytes."""
+    from streamkm.app.demo import StatusLine
+    from streamkm.app.demo_footprint import OutputsBound, output_paths
+
+    status_stop = threading.Event()
+    status = StatusLine(service, status_stop, out)
+    bound = OutputsBound(output_paths(config), max_output, service.request_stop)
+    status.start()
+    bound.start()
+    try:
+        service.run()
+    finally:
+        bound.finish()
+        status_stop.set()
+        status.join(timeout=2)
+    return bound.reached.is_set() and not stopped_by_user.is_set()
 
 
 def cmd_checkpoint_export(args: argparse.Namespace) -> int:
@@ -536,6 +583,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="size at which the stream file moves to stream.jsonl.1 "
                            "(replacing the older one): the stream takes at most twice "
                            "this (default: %(default)s)")
+    demo.add_argument("--max-output-mb", type=_positive_float, default=200.0,
+                      help="size of the output files (assignments, events, dead letters) "
+                           "together at which the demo starts over with a fresh model on "
+                           "the current stream file (default: %(default)s)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the generated stream")
     demo.add_argument("--log-level", choices=levels, help="log level (default: warning)")
     demo.add_argument("--reset-model", action="store_true",

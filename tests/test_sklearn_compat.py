@@ -3,6 +3,7 @@ grid search, clone, DataFrames, set_params between partial_fit calls, pickling."
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
@@ -60,6 +61,13 @@ def _expected_failed_checks(estimator):
 
 @parametrize_with_checks(PUBLIC_ESTIMATORS, expected_failed_checks=_expected_failed_checks)
 def test_scikit_learn_estimator_checks(estimator, check):
+    name = getattr(check, "func", check).__name__
+    if name == "check_array_api_input" and not os.environ.get("SCIPY_ARRAY_API"):
+        # scikit-learn runs this check only under SCIPY_ARRAY_API=1 (set before scipy is
+        # imported); streamkm computes in numpy and claims no other array namespace, and
+        # numpy input is what every other check here feeds the estimator
+        assert not estimator.__sklearn_tags__().array_api_support
+        return
     check(estimator)
 
 

@@ -11,7 +11,9 @@ off):
   2: ...``) and the configuration key the reason points to (``decoding.dim``); it clears once
   the ratio is at most half the threshold;
 * ``no_accepted_records``: no record was accepted for ``no_accepted_records_after_s``
-  seconds (since the start, or since the last accepted record);
+  seconds (since the start, or since the last accepted record); a record counts once it is
+  decoded into the batch being collected, so a large first batch that fills slowly does not
+  raise it;
 * ``source_unreadable``: an input exists but cannot be read (a directory or FIFO at a
   configured path, a broken symlink, a file the process may not open); the log line names
   each path with its errno (``inputs: [{"path", "errno", "error"}]``). Always on: the
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["REASON_KEYS", "SOURCE_NO_FILES", "REJECT_RATIO_HIGH", "NO_ACCEPTED_RECORDS",
            "SOURCE_UNREADABLE",
-           "WARNINGS", "WarningSwitch", "RejectWindow", "NoFilesWatch", "WarningsHook"]
+           "WARNINGS", "WarningSwitch", "records_accepted_so_far", "RejectWindow", "NoFilesWatch", "WarningsHook"]
 
 _log = logging.getLogger("streamkm.service")
 
@@ -171,6 +173,14 @@ class NoFilesWatch:
         return {p: now - since for p, since in self._unmatched_since.items()}
 
 
+def records_accepted_so_far(runtime: Any) -> int:
+    """Records accepted by ``runtime``: those of its processed batches plus the valid rows
+    of the batch being collected (safe from any thread)."""
+    batcher = getattr(runtime, "batcher", None)
+    filling = batcher.filling[0] if batcher is not None else 0
+    return int(runtime.status.records_accepted) + filling
+
+
 class WarningsHook(TickingHook):
     """Raises and clears the four warnings of a runtime (see the module docstring).
 
@@ -198,12 +208,14 @@ class WarningsHook(TickingHook):
                     else [])
         self.no_files = NoFilesWatch(patterns)
         self._last_accepted = time.monotonic()
+        self._accepted_seen = 0
         self._unreadable: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ hook
 
     def on_started(self, runtime: RuntimeHost) -> None:
         self._last_accepted = time.monotonic()
+        self._accepted_seen = records_accepted_so_far(runtime)
         super().on_started(runtime)
 
     def on_batch(self, runtime: RuntimeHost, batch: Batch, learned: Learned) -> None:
@@ -214,6 +226,8 @@ class WarningsHook(TickingHook):
 
     def tick(self, runtime: RuntimeHost, now: float) -> None:
         self.check_no_files(now)
+        if runtime is not None:
+            self.note_accepted(records_accepted_so_far(runtime), now)
         self.check_no_accepted(now)
         if runtime is not None:
             self.check_unreadable(runtime.parts)
@@ -256,6 +270,14 @@ class WarningsHook(TickingHook):
                           patterns=missing, after_s=after)
         elif not missing and switch.active:
             switch.update(False)
+
+    def note_accepted(self, accepted: int, now: float) -> None:
+        """Record ``accepted`` (records accepted so far, see
+        :func:`records_accepted_so_far`); any change since the last call counts as records
+        accepted at ``now``."""
+        if accepted != self._accepted_seen:
+            self._accepted_seen = accepted
+            self._last_accepted = now
 
     def check_no_accepted(self, now: float) -> None:
         """Judge whether the model has gone without an accepted record for too long."""

@@ -1,5 +1,6 @@
 """``streamkm demo`` as a real process keeps its word: the port it is given or a one-line
-error, a stream file that stays bounded, "stopping" on the first Ctrl-C and an immediate
+error, a stream file that stays bounded, a whole folder that stays bounded (a fresh model
+once the outputs reach their size), "stopping" on the first Ctrl-C and an immediate
 exit 130 without a traceback on the second."""
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from streamkm.io.checkpoint import CheckpointStore
-from tests.helpers.processes import free_port, wait_until
+from tests.helpers.processes import free_port, scrape, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -151,3 +154,70 @@ def test_one_ctrl_c_stops_cleanly(tmp_path: Path) -> None:
     assert "stopping (Ctrl-C again to quit now)" in err.text
     assert "stopped:" in out.text and "Traceback" not in err.text
     assert CheckpointStore(tmp_path / "checkpoints").load_latest() is not None
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except FileNotFoundError:  # replaced between the listing and the stat
+            pass
+    return total
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as page:  # noqa: S310 (loopback)
+            return page.status == 200 and bool(page.read())
+    except (urllib.error.URLError, ConnectionError):
+        return False  # between two models: the listener is being opened again
+
+
+def _accepted(base: str) -> float:
+    try:
+        return scrape(base + "/metrics").get("streamkm_records_accepted_total", 0.0)
+    except (urllib.error.URLError, ConnectionError):
+        return 0.0
+
+
+@pytest.mark.slow
+def test_whole_folder_stays_bounded_while_clustering_goes_on(tmp_path: Path) -> None:
+    stream_mb, output_mb = 0.2, 0.3
+    proc = _demo(tmp_path, "--metrics-port", "0", "--rate", "4000",
+                 "--max-stream-mb", str(stream_mb), "--max-output-mb", str(output_mb))
+    out, err = _Collect(proc.stdout), _Collect(proc.stderr)
+    out.start()
+    err.start()
+    started_over = "the outputs reached 0.3 MB: starting over with a fresh model"
+    try:
+        wait_until(lambda: "watch the clusters at" in out.text, 300, "the page address",
+                   [proc])
+        assert "at most 0.7 MB plus the checkpoints" in out.text
+        base = out.text.split("watch the clusters at ", 1)[1].split()[0].rstrip("/")
+        # slack: what the writer adds between two size checks of the stream (0.1 s) and
+        # the service between two of the outputs (1 s and a batch), and the checkpoints
+        slack = 4000 * 60 * 0.1 + 4000 * 60 * 1.5 + 3 * 64_000
+        bound = (2 * stream_mb + output_mb) * 1e6 + slack
+        largest, until = 0, time.monotonic() + 40
+        while time.monotonic() < until or out.text.count(started_over) < 2:
+            assert proc.poll() is None, out.text[-3000:] + err.text
+            largest = max(largest, _folder_bytes(tmp_path))
+            time.sleep(0.25)
+            if time.monotonic() > until + 240:
+                break
+        assert out.text.count(started_over) >= 2, out.text[-3000:]
+        assert largest < bound, (largest, bound)
+        assert not list((tmp_path / "checkpoints").glob("replaced-*"))
+        # the page of the latest model answers at the address first printed, and it clusters
+        wait_until(lambda: _answers(base + "/"), 120, "the page answering")
+        wait_until(lambda: _accepted(base) > 0, 120, "records clustered by the latest model")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 0, out.text[-3000:] + err.text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out.join(5)
+    err.join(5)
+    assert "Traceback" not in err.text, err.text

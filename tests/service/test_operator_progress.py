@@ -172,3 +172,36 @@ def test_status_counts_the_rows_of_the_first_batch_while_it_fills(tmp_path: Path
                                        for e in _named(service, "status")))
     finally:
         assert service.stop() == 0
+
+
+def test_records_filling_the_first_batch_keep_no_accepted_records_quiet(tmp_path: Path
+                                                                        ) -> None:
+    data = tmp_path / "features.jsonl"
+    write_jsonl(data, blob_rows(50))
+    config = service_config(tmp_path, data, extra="""
+[status]
+interval_s = 0.5
+[warnings]
+no_accepted_records_after_s = 3
+""")
+    service = RunningService(config, env={
+        "STREAMKM_BATCHING__FIRST_BATCH_SIZE": "100000",
+        "STREAMKM_BATCHING__FIRST_BATCH_WAIT_MS": "600000"})
+    try:
+        service.wait_until(lambda: any(e.get("first_batch_rows") for e in
+                                       _named(service, "status")))
+        # Records keep arriving faster than the grace, yet no batch closes: no step.
+        rows, until = 50, time.monotonic() + 8
+        while time.monotonic() < until:
+            write_jsonl(data, blob_rows(50, seed=rows, start=rows), append=True)
+            rows += 50
+            time.sleep(0.25)
+        service.wait_until(lambda: any((e.get("first_batch_rows") or [0])[0] >= rows
+                                       for e in _named(service, "status")))
+        assert not _named(service, NO_ACCEPTED_RECORDS)
+        assert all(e["step"] == 0 for e in _named(service, "status"))
+        # Once the records stop, the warning is raised while the batch still waits.
+        service.wait_until(lambda: _named(service, NO_ACCEPTED_RECORDS))
+        assert _named(service, "status")[-1]["step"] == 0
+    finally:
+        assert service.stop() == 0

@@ -22,6 +22,7 @@ from streamkm.app.warnings_monitor import (
     RejectWindow,
     WarningsHook,
     WarningSwitch,
+    records_accepted_so_far,
 )
 from streamkm.config.schema import WarningsConfig, config_from_mapping
 from streamkm.config.view import config_to_toml
@@ -124,6 +125,24 @@ def test_no_files_and_no_accepted_records_use_their_grace(tmp_path: Path) -> Non
     (tmp_path / "in.jsonl").write_text("")
     hook.tick(None, t0 + 21)  # type: ignore[arg-type]
     assert not hook.switches[SOURCE_NO_FILES].active
+
+
+def test_records_accepted_while_no_batch_closes_restart_the_grace(tmp_path: Path) -> None:
+    service = Service(config_from_mapping(_raw(tmp_path)))
+    hook, _ = _hook(tmp_path, no_accepted_records_after_s=20)
+    t0 = hook._last_accepted
+    service.status.records_accepted = 700  # from processed batches
+    hook.note_accepted(records_accepted_so_far(service), t0)
+    hook.tick(service, t0 + 15)
+    assert not hook.switches[NO_ACCEPTED_RECORDS].active
+    hook.note_accepted(records_accepted_so_far(service) + 300, t0 + 18)  # a batch filling
+    hook.tick(service, t0 + 30)  # fewer than 20 s since those rows
+    assert not hook.switches[NO_ACCEPTED_RECORDS].active
+    hook.note_accepted(records_accepted_so_far(service) + 300, t0 + 39)
+    hook.check_no_accepted(t0 + 38.5)
+    assert not hook.switches[NO_ACCEPTED_RECORDS].active
+    hook.check_no_accepted(t0 + 59.5)
+    assert hook.switches[NO_ACCEPTED_RECORDS].active
 
 
 def test_zero_turns_a_warning_off(tmp_path: Path) -> None:

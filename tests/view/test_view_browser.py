@@ -200,8 +200,10 @@ def test_plot_draws_a_checkpoint_with_and_without_data(tmp_path: Path) -> None:
     (tmp_path / "stream.jsonl").write_bytes(stream.lines(0, 6000))
     _run_until(Service(demo_config(tmp_path, metrics_port=0, env={}), serve_metrics=False),
                6000)
-    for extra, what in (((), "support rows"), (("--data", str(tmp_path / "stream.jsonl")),
-                                               "6000 records")):
+    # without data the picture shows the rows the model keeps: support rows, or the rows a
+    # graph kernel was fitted on (the demo's first batch decides which kernel)
+    for extra, what in (((), " rows "), (("--data", str(tmp_path / "stream.jsonl")),
+                                         "6000 records")):
         png = tmp_path / f"plot{len(extra)}.png"
         done = subprocess.run([sys.executable, "-m", "streamkm", "plot",
                                str(tmp_path / "checkpoints"), *extra, "-o", str(png)],
