@@ -11,7 +11,8 @@ from typing import Any
 
 from streamkm import registry
 from streamkm.sinks import SinkSet
-from streamkm.sources import Source
+from streamkm.config.sections import KafkaSourceConfig, SourceConfig
+from streamkm.sources import LAG_BYTES, LAG_RECORDS, Source
 
 __all__ = ["register"]
 
@@ -30,8 +31,9 @@ def kafka_source(section: Any, kafka: Any, metrics: Any) -> Source:
     """The consumer group of a ``[source] kind = "kafka"`` section."""
     from .kafka_source import kafka_source_from_config
 
-    return kafka_source_from_config(section, kafka,
-                                    metrics.kafka if metrics is not None else None)
+    from .kafka_metrics import kafka_metrics
+
+    return kafka_source_from_config(section, kafka, kafka_metrics(metrics))
 
 
 def file_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
@@ -55,10 +57,11 @@ def _model_file(section: Any) -> Any:
 
 def kafka_sinks(section: Any, kafka: Any, metrics: Any) -> SinkSet:
     """Kafka topic sinks of a ``[sinks] kind = "kafka"`` section."""
+    from .kafka_metrics import kafka_metrics
     from .kafka_sinks import kafka_sinks_from_config
 
     assignments, events, dead_letter, model, transaction = kafka_sinks_from_config(
-        section, kafka, metrics.kafka if metrics is not None else None)
+        section, kafka, kafka_metrics(metrics))
     return SinkSet(assignments=assignments, events=events, dead_letter=dead_letter,
                    model=model if model is not None else _model_file(section),
                    transaction=transaction)
@@ -81,8 +84,9 @@ def check_kafka_settings(role: str, settings: dict[str, Any]) -> None:
 
 def register() -> None:
     """Register the file and Kafka sources and sinks and the Kafka scale-out transport."""
-    registry.register_source("file", file_source)
-    registry.register_source("kafka", kafka_source)
+    registry.register_source("file", file_source, section=SourceConfig, lag_unit=LAG_BYTES)
+    registry.register_source("kafka", kafka_source, section=KafkaSourceConfig,
+                             lag_unit=LAG_RECORDS)
     registry.register_sinks("file", file_sinks)
     registry.register_sinks("kafka", kafka_sinks)
     registry.register_scaleout_transport("kafka", kafka_scaleout)

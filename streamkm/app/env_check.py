@@ -17,7 +17,7 @@ import typing
 from collections.abc import Iterator, Mapping
 
 from streamkm.config.preflight import Finding
-from streamkm.config.schema import ENV_PREFIX, ServiceConfig
+from streamkm.config.schema import ENV_PREFIX, service_model
 
 __all__ = ["ignored_environment", "config_keys", "OTHER_VARIABLES"]
 
@@ -40,7 +40,7 @@ def _section_models(annotation: typing.Any) -> Iterator[type]:
 def config_keys() -> dict[str, list[str]]:
     """Every configuration key by section (``{"model": ["n_clusters", ...], ...}``)."""
     keys: dict[str, list[str]] = {}
-    for section, field in ServiceConfig.model_fields.items():
+    for section, field in service_model().model_fields.items():
         names: set[str] = set()
         for model in _section_models(field.annotation):
             names.update(model.model_fields)

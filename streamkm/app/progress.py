@@ -28,6 +28,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from streamkm.io import registry
 from streamkm.logs import log_event
 from streamkm.runtime.ticker import TickingHook
 
@@ -56,6 +57,14 @@ def lag_and_warnings(runtime: RuntimeHost) -> tuple[float, list[str]]:
         elif family.name == _WARNING_FAMILY:
             warnings += [s.labels["warning"] for s in family.samples if s.value == 1]
     return total, sorted(warnings)
+
+
+def lag_unit(runtime: RuntimeHost) -> str:
+    """What the reported lag counts: the unit of the open partitions, before any is open
+    the one the source's connector registered for its kind."""
+    for part in list(getattr(runtime, "parts", {}).values()):
+        return str(part.lag_unit)
+    return registry.source_lag_unit(runtime.config.source.kind)
 
 
 def first_batch_progress(runtime: Any) -> tuple[int, int] | None:
@@ -127,7 +136,7 @@ class ProgressHook(TickingHook):
             "records_rejected": s.records_rejected,
             "rejected_by_reason": {k: v for k, v in dict(s.rejected_by_reason).items() if v},
             "lag": lag,
-            "lag_unit": "records" if runtime.config.source.kind == "kafka" else "bytes",
+            "lag_unit": lag_unit(runtime),
             "objective": s.objective, "converged": s.converged, "clusters": s.clusters,
             "step": s.step, "batches": s.batches,
             "last_checkpoint_age_s": age, "last_checkpoint_step": self._checkpoint_step,

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from streamkm.app.progress import install_progress
 from streamkm.config.schema import ServiceConfig
 from streamkm.exceptions import ParameterError
+from streamkm.io import registry as connectors
 from streamkm.runtime.shell import Runtime
 from streamkm.scaleout.transport import ScaleoutTransport
 from streamkm.scaleout.worker import ScaleoutWorker
@@ -37,9 +38,12 @@ class ScaleoutService(Runtime):
     def __init__(self, config: ServiceConfig, *, registry: CollectorRegistry | None = None,
                  serve_metrics: bool | None = None,
                  transport: ScaleoutTransport | None = None) -> None:
-        if not config.scaleout.enabled or config.source.kind != "kafka":
-            raise ParameterError("ScaleoutService needs scaleout.enabled = true and a Kafka "
-                                 f"source, got enabled={config.scaleout.enabled!r} "
+        if (not config.scaleout.enabled
+                or config.source.kind not in connectors.scaleout_kinds()):
+            raise ParameterError("ScaleoutService needs scaleout.enabled = true and a source "
+                                 f"kind with a scale-out transport "
+                                 f"{connectors.scaleout_kinds()!r}, got "
+                                 f"enabled={config.scaleout.enabled!r} "
                                  f"source.kind={config.source.kind!r}")
         super().__init__(config, ScaleoutWorker(config, transport), registry=registry,
                          serve_metrics=serve_metrics)

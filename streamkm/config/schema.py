@@ -32,6 +32,7 @@ from pydantic import (
     SecretStr,
     Tag,
     ValidationError,
+    create_model,
     model_validator,
 )
 
@@ -60,6 +61,7 @@ from streamkm.config.sections import (
     _source_kind,
 )
 from streamkm.exceptions import ConfigError, ParameterError
+from streamkm.io import registry
 
 __all__ = [
     "SourceConfig",
@@ -82,6 +84,7 @@ __all__ = [
     "ServiceConfig",
     "ENV_PREFIX",
     "load_config",
+    "service_model",
     "config_from_mapping",
     "config_hash",
     "SECRET_MASK",
@@ -141,10 +144,11 @@ class ServiceConfig(_Section):
 
     @model_validator(mode="after")
     def _scaleout_needs_kafka(self) -> ServiceConfig:
-        if self.scaleout.enabled:
-            if self.source.kind != "kafka":
-                raise ValueError(f"scaleout.enabled = true needs source.kind = 'kafka', got "
-                                 f"{self.source.kind!r}")
+        kinds = registry.scaleout_kinds()
+        if self.scaleout.enabled and self.source.kind not in kinds:
+            raise ValueError(f"scaleout.enabled = true needs a source.kind with a scale-out "
+                             f"transport ({' or '.join(map(repr, kinds))}), got "
+                             f"{self.source.kind!r}")
         return self
 
     @model_validator(mode="after")
@@ -228,6 +232,45 @@ class ServiceConfig(_Section):
         return data
 
 
+_models: dict[tuple[Any, ...], type[ServiceConfig]] = {}
+
+
+def service_model() -> type[ServiceConfig]:
+    """:class:`ServiceConfig` with the sections the installed connectors registered: the
+    ``[source]`` table of every registered kind, and their own top-level tables
+    (:mod:`streamkm.io.registry`). Loaded configurations are instances of it."""
+    kinds, extra = registry.source_sections(), registry.config_sections()
+    key = (tuple(kinds.items()), tuple(extra.items()))
+    if key not in _models:
+        _models[key] = _build_service_model(kinds, extra)
+    return _models[key]
+
+
+def _build_service_model(kinds: dict[str, type], extra: dict[str, type]) -> type[ServiceConfig]:
+    fields: dict[str, Any] = {}
+    if kinds:
+        tagged = tuple(Annotated[model, Tag(kind)] for kind, model in kinds.items())
+        union = tagged[0] if len(tagged) == 1 else typing.Union[tagged]  # noqa: UP007
+        fields["source"] = (Annotated[union, Discriminator(_source_kind)], ...)
+    for name, model in extra.items():
+        if name in ServiceConfig.model_fields:
+            raise ConfigError(f"a connector registered config section [{name}], which "
+                              f"streamkm's own configuration already has")
+        try:
+            model()
+            fields[name] = (model, Field(default_factory=model))
+        except ValidationError:
+            fields[name] = (model, ...)  # a table with required keys must be written
+    if not fields:
+        return ServiceConfig
+    return create_model("ServiceConfig", __base__=ServiceConfig, __module__=__name__,
+                        __doc__=ServiceConfig.__doc__, **fields)
+
+
+def _source_kinds() -> list[str]:
+    return sorted(registry.source_sections()) or ["file", "kafka"]
+
+
 def _empty_path_to_none(raw: dict[str, Any]) -> None:
     sinks = raw.get("sinks")
     if isinstance(sinks, dict):
@@ -253,8 +296,8 @@ def _is_text_type(annotation: Any) -> bool:
 
 def _section_models(section: str) -> list[type[BaseModel]]:
     if section == "source":
-        return [SourceConfig, KafkaSourceConfig]
-    annotation = ServiceConfig.model_fields[section].annotation
+        return list(registry.source_sections().values()) or [SourceConfig, KafkaSourceConfig]
+    annotation = service_model().model_fields[section].annotation
     return [annotation] if isinstance(annotation, type) else []
 
 
@@ -283,10 +326,11 @@ def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
         section, _, key = name[len(ENV_PREFIX):].partition("__")
         section, key = section.lower(), key.lower()
         shown = mask_value(key, env[name])
-        if section not in ServiceConfig.model_fields:
+        known = service_model().model_fields
+        if section not in known:
             raise ConfigError(
                 f"environment variable {name}={shown!r}: unknown config section "
-                f"{section!r} (known: {', '.join(ServiceConfig.model_fields)})"
+                f"{section!r} (known: {', '.join(known)})"
             )
         if not key:
             raise ConfigError(f"environment variable {name}={shown!r}: missing key")
@@ -313,9 +357,10 @@ def _lookup(raw: Any, loc: tuple[Any, ...]) -> tuple[bool, Any]:
 def _format_errors(exc: ValidationError, raw: dict[str, Any], origin: dict[str, str],
                    where: str) -> str:
     lines = []
+    kinds = _source_kinds()
     for err in exc.errors():
         loc = tuple(err["loc"])
-        if len(loc) > 1 and loc[0] == "source" and loc[1] in ("file", "kafka"):
+        if len(loc) > 1 and loc[0] == "source" and loc[1] in kinds:
             loc = loc[:1] + loc[2:]  # drop the union tag
         key = ".".join(str(p) for p in loc)
         found, value = _lookup(raw, loc)
@@ -323,7 +368,7 @@ def _format_errors(exc: ValidationError, raw: dict[str, Any], origin: dict[str, 
         if err["type"] == "union_tag_invalid":
             found, value = _lookup(raw, loc + ("kind",))
             text = (f"config key {key + '.kind'!r} has bad value {value!r}: expected "
-                    f"'file' or 'kafka'")
+                    f"{' or '.join(map(repr, kinds))}")
         elif err["type"] == "extra_forbidden":
             text = f"unknown config key {key!r} (value {value!r})"
         elif err["type"] == "missing":
@@ -371,7 +416,7 @@ def config_from_mapping(raw: Mapping[str, Any], *, env: Mapping[str, str] | None
     origin = _apply_env(data, env or {})
     _empty_path_to_none(data)
     try:
-        config = ServiceConfig.model_validate(data)
+        config = service_model().model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc, data, origin, where)) from None
     return config.resolve_paths(Path(base_dir) if base_dir is not None else Path.cwd())

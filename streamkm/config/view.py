@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from streamkm.config.schema import SECRET_MASK, ServiceConfig, mask_value
+from streamkm.config.schema import SECRET_MASK, ServiceConfig, mask_value, service_model
 
 __all__ = ["config_sections", "flatten_config", "config_defaults", "config_to_toml"]
 
@@ -62,7 +62,7 @@ def _section_items(name: str, section: Any) -> dict[str, Any]:
 def config_sections(config: ServiceConfig) -> dict[str, dict[str, Any]]:
     """Every section's effective keys as plain TOML/JSON values, secrets masked."""
     return {name: _section_items(name, getattr(config, name))
-            for name in ServiceConfig.model_fields}
+            for name in type(config).model_fields}
 
 
 def flatten_config(config: ServiceConfig) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def config_defaults() -> dict[str, Any]:
     """``{"section.key": default}`` of every key that has a default other than None, in the
     form :func:`flatten_config` gives values (``[source]`` has none: its kind decides)."""
     defaults: dict[str, Any] = {}
-    for name, field in ServiceConfig.model_fields.items():
+    for name, field in service_model().model_fields.items():
         section = field.annotation
         if name == "source" or not isinstance(section, type):
             continue

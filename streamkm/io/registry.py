@@ -7,12 +7,21 @@ function named by an entry point of the group :data:`ENTRY_POINT_GROUP` (the bui
 a factory is looked up. Embedding code and tests may call the ``register_*`` functions
 directly.
 
+A connector owns its configuration. It registers, with the factory of a source kind, the
+pydantic model of that kind's ``[source]`` table and what the lag of its partitions counts
+(the unit the status reports before any partition is open); it may add top-level TOML
+sections of its own with :func:`register_config_section` (each one a pydantic model, loaded,
+validated and overridden from the environment like the core's sections, and reached as an
+attribute of the loaded configuration).
+
 A source or sinks factory receives the section that names its kind, the ``[kafka]``
 connection settings (:class:`~streamkm.config.schema.KafkaConfig`) and the
-:class:`~streamkm.runtime.metrics.ServiceMetrics` of the process::
+:class:`~streamkm.runtime.metrics.ServiceMetrics` of the process; a factory registered with
+``whole_config=True`` receives the whole loaded configuration instead of ``[kafka]``, to read
+its own sections::
 
     def file_source(section, kafka, metrics) -> Source: ...
-    register_source("file", file_source)
+    register_source("file", file_source, section=FileSourceConfig, lag_unit="bytes")
 """
 
 from __future__ import annotations
@@ -27,7 +36,8 @@ from streamkm.exceptions import ConfigError
 __all__ = ["ENTRY_POINT_GROUP", "register_source", "register_sinks",
            "register_scaleout_transport", "register_client_settings_check", "source_factory",
            "sinks_factory", "scaleout_transport_factory", "client_settings_check",
-           "load_connectors"]
+           "load_connectors", "register_config_section", "config_sections",
+           "source_sections", "source_lag_unit", "wants_whole_config", "scaleout_kinds"]
 
 #: Entry-point group of connector packages (each entry point: a ``register()`` function).
 ENTRY_POINT_GROUP = "streamkm.connectors"
@@ -38,13 +48,48 @@ _sources: dict[str, Factory] = {}
 _sinks: dict[str, Factory] = {}
 _transports: dict[str, Factory] = {}
 _settings_checks: dict[str, Callable[[str, dict[str, Any]], None]] = {}
+_source_sections: dict[str, type] = {}
+_lag_units: dict[str, str] = {}
+_whole_config: set[Factory] = set()
+_config_sections: dict[str, type] = {}
 _loaded = False
 _lock = threading.Lock()
 
 
-def register_source(kind: str, factory: Factory) -> None:
-    """``factory(source_section, kafka, metrics) -> Source`` for ``[source] kind = kind``."""
+def register_source(kind: str, factory: Factory, *, section: type | None = None,
+                    lag_unit: str = "records", whole_config: bool = False) -> None:
+    """``factory(source_section, kafka, metrics) -> Source`` for ``[source] kind = kind``.
+
+    Parameters
+    ----------
+    kind : str
+        The ``[source] kind`` value.
+    factory : callable
+        Builds the source; with ``whole_config`` its second argument is the whole loaded
+        configuration (its own top-level sections included) instead of ``[kafka]``.
+    section : pydantic model, optional
+        The model of the ``[source]`` table of this kind (its ``kind`` field a
+        ``Literal[kind]``); without one the kind cannot be loaded from TOML.
+    lag_unit : str
+        What the lag of this kind's partitions counts (``"bytes"``, ``"records"``).
+    whole_config : bool
+        Pass the whole configuration to ``factory`` (see ``factory``).
+    """
     _sources[kind] = factory
+    _lag_units[kind] = lag_unit
+    if section is not None:
+        _source_sections[kind] = section
+    if whole_config:
+        _whole_config.add(factory)
+
+
+def register_config_section(name: str, model: type) -> None:
+    """Add the top-level TOML table ``[name]``, validated by the pydantic ``model``.
+
+    The table is optional when ``model()`` needs no argument (that is its default) and
+    required otherwise. A name the core already uses raises :class:`ConfigError`.
+    """
+    _config_sections[name] = model
 
 
 def register_sinks(kind: str, factory: Factory) -> None:
@@ -86,6 +131,29 @@ def _lookup(table: dict[str, Factory], kind: str, what: str) -> Factory:
                           f"is its connector package installed?)") from None
 
 
+def source_sections() -> dict[str, type]:
+    """The ``[source]`` model of every registered kind that has one, by kind."""
+    load_connectors()
+    return dict(_source_sections)
+
+
+def config_sections() -> dict[str, type]:
+    """The top-level sections connectors added, by name."""
+    load_connectors()
+    return dict(_config_sections)
+
+
+def source_lag_unit(kind: str) -> str:
+    """What the lag of a ``kind`` source's partitions counts (``"records"`` if unknown)."""
+    load_connectors()
+    return _lag_units.get(kind, "records")
+
+
+def wants_whole_config(factory: Factory) -> bool:
+    """Whether ``factory`` was registered with ``whole_config=True``."""
+    return factory in _whole_config
+
+
 def source_factory(kind: str) -> Factory:
     """The source factory of ``kind``; :class:`ConfigError` if none is registered."""
     return _lookup(_sources, kind, "source")
@@ -94,6 +162,12 @@ def source_factory(kind: str) -> Factory:
 def sinks_factory(kind: str) -> Factory:
     """The sinks factory of ``kind``; :class:`ConfigError` if none is registered."""
     return _lookup(_sinks, kind, "sinks")
+
+
+def scaleout_kinds() -> list[str]:
+    """The source kinds that have a scale-out transport, sorted."""
+    load_connectors()
+    return sorted(_transports)
 
 
 def scaleout_transport_factory(kind: str) -> Factory:

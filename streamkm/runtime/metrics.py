@@ -17,6 +17,9 @@ metrics of an application embedding streamkm.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -31,7 +34,11 @@ from streamkm._version import __version__
 from streamkm.exceptions import ParameterError
 from streamkm.io.sources import LAG_BYTES, LAG_RECORDS
 
-__all__ = ["ServiceMetrics", "KafkaMetrics", "IO_TARGETS", "STALL_CAUSES"]
+__all__ = ["ServiceMetrics", "BROKER_CONNECTED", "IO_TARGETS", "STALL_CAUSES"]
+
+#: The broker connection gauge (:meth:`ServiceMetrics.broker_connected`), shared by every
+#: broker client of a process.
+BROKER_CONNECTED = "streamkm_kafka_broker_connected"
 
 #: Values of the ``target`` label of ``streamkm_io_errors_total``: the output files and the
 #: checkpoint folder.
@@ -169,7 +176,7 @@ class ServiceMetrics:
             "streamkm_model_publication_failures",
             "Models the model sink failed to write (retried at the next publication).",
             registry=r)
-        self._kafka: KafkaMetrics | None = None
+        self._groups: dict[str, Any] = {}
         self.build_info = Info(
             "streamkm_build", "Version of streamkm running.", registry=r)
         self.build_info.info({"version": __version__})
@@ -212,44 +219,22 @@ class ServiceMetrics:
             except KeyError:
                 pass
 
-    @property
-    def kafka(self) -> KafkaMetrics:
-        """The Kafka client metrics, registered on first use (only services that talk to
-        Kafka expose them)."""
-        if self._kafka is None:
-            self._kafka = KafkaMetrics(self.registry)
-        return self._kafka
+    def group(self, name: str, factory: Callable[[CollectorRegistry], Any]) -> Any:
+        """The metrics of a connector (or of another part that only some processes have),
+        ``factory(registry)`` registered on first use under ``name``, the same object after:
+        a process exports only the families of the clients it runs."""
+        if name not in self._groups:
+            self._groups[name] = factory(self.registry)
+        return self._groups[name]
+
+    def broker_connected(self) -> Gauge:
+        """``streamkm_kafka_broker_connected{client}``: 1 while a broker client (the Kafka
+        connector's consumer and producers, the scale-out link) holds a connection."""
+        return self.group(BROKER_CONNECTED, lambda r: Gauge(
+            BROKER_CONNECTED, "1 while the client holds at least one broker connection, "
+            "else 0.", ["client"], registry=r))
 
     def init_reasons(self, reasons: list[str]) -> None:
         """Create the ``reason`` series at 0 so rates work from the first rejection."""
         for reason in reasons:
             self.records_rejected.labels(reason=reason)
-
-
-class KafkaMetrics:
-    """Metrics of the Kafka consumer and producers (``topic``/``partition`` labels are the
-    partitions currently assigned; ``client`` is ``consumer`` or ``producer``)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self.consumer_lag_records = Gauge(
-            "streamkm_kafka_consumer_lag_records",
-            "Messages not yet handed to the batcher, per assigned partition (high watermark "
-            "minus next offset).", ["topic", "partition"], registry=r)
-        self.commits = Counter(
-            "streamkm_kafka_commits", "Offset commits to the broker that succeeded.", registry=r)
-        self.commit_failures = Counter(
-            "streamkm_kafka_commit_failures",
-            "Offset commits that failed (retried with the next checkpoint).", registry=r)
-        self.rebalances = Counter(
-            "streamkm_kafka_rebalances",
-            "Partition assignments received by this consumer (one per completed rebalance).",
-            registry=r)
-        self.backpressure = Counter(
-            "streamkm_kafka_backpressure",
-            "Kafka source polls that took fewer than max_poll_records records because the "
-            "fullest partition buffer was near source.max_buffered_records.", registry=r)
-        self.broker_connected = Gauge(
-            "streamkm_kafka_broker_connected",
-            "1 while the client holds at least one broker connection, else 0.", ["client"],
-            registry=r)

@@ -50,7 +50,12 @@ from streamkm.runtime.io_guard import IoGuard, IoHealth
 from streamkm.runtime.learner import CheckpointContent, Learned, Learner, RuntimeHook
 from streamkm.runtime.metrics import ServiceMetrics
 from streamkm.runtime.status import ServiceStatus
-from streamkm.runtime.wiring import build_decoder, build_sinks, build_source
+from streamkm.runtime.wiring import (
+    build_decoder,
+    build_sinks,
+    build_source,
+    source_poll_interval_s,
+)
 
 __all__ = ["Runtime"]
 
@@ -188,13 +193,14 @@ class Runtime:
             checkpoint, resumed = self._read_resume_point(self.resume_point), True
         self.sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
         if self.source is None:
-            self.source = build_source(cfg.source, kafka=cfg.kafka, metrics=self.metrics)
+            self.source = build_source(cfg.source, kafka=cfg.kafka, metrics=self.metrics,
+                                       whole=cfg)
         if isinstance(self.source, DynamicSource):
             self.dynamic = self.source
         self.batcher = Batcher(
             {}, build_decoder(cfg.decoding), dim=cfg.decoding.dim,
             batch_size=cfg.batching.batch_size, max_wait_s=cfg.batching.max_wait_ms / 1000.0,
-            poll_interval_s=cfg.source.poll_interval_ms / 1000.0,
+            poll_interval_s=source_poll_interval_s(cfg.source),
             dtype=np.dtype(cfg.decoding.dtype))
         if checkpoint is not None:
             self._restore(checkpoint)

@@ -25,14 +25,31 @@ from streamkm.io.decoding import RecordDecoder
 from streamkm.io.sinks import SinkSet
 from streamkm.io.sources import Source
 
-__all__ = ["build_source", "build_decoder", "build_sinks", "build_model"]
+#: How long the service waits for input when none is ready, for a ``[source]`` table
+#: without a ``poll_interval_ms`` key of its own.
+DEFAULT_POLL_INTERVAL_MS = 100.0
+
+__all__ = ["DEFAULT_POLL_INTERVAL_MS", "source_poll_interval_s", "build_source", "build_decoder", "build_sinks", "build_model"]
 
 
 def build_source(config: SourceConfig | KafkaSourceConfig, *, kafka: KafkaConfig | None = None,
-                 metrics: Any = None) -> Source:
+                 metrics: Any = None, whole: Any = None) -> Source:
     """The source of ``config.kind`` (the file tailer, a Kafka consumer group, ...), which
-    uses the ``kafka`` connection settings and reports to ``metrics``."""
-    return registry.source_factory(config.kind)(config, kafka or KafkaConfig(), metrics)
+    uses the ``kafka`` connection settings and reports to ``metrics``; a factory registered
+    for the whole configuration receives ``whole`` (the loaded configuration) instead."""
+    factory = registry.source_factory(config.kind)
+    if registry.wants_whole_config(factory):
+        if whole is None:
+            raise ConfigError(f"the {config.kind!r} source reads its own config sections: "
+                              f"build it from a whole loaded configuration")
+        return factory(config, whole, metrics)
+    return factory(config, kafka or KafkaConfig(), metrics)
+
+
+def source_poll_interval_s(config: Any) -> float:
+    """Seconds the service waits for input when none is ready: the ``[source]`` table's
+    ``poll_interval_ms``, or :data:`DEFAULT_POLL_INTERVAL_MS` for a kind without that key."""
+    return float(getattr(config, "poll_interval_ms", DEFAULT_POLL_INTERVAL_MS)) / 1000.0
 
 
 def build_decoder(config: DecodingConfig) -> RecordDecoder:

@@ -63,7 +63,7 @@ class BrokerLink:
         self._up_since: float | None = None
         self._lock = threading.Lock()
         self._prober: threading.Thread | None = None
-        metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(0)
+        metrics.broker_connected().labels(client=BROKER_CLIENT).set(0)
 
     def connect(self, transport: ScaleoutTransport, on_version: Callable[[int, bytes], None],
                 wait_stop: Callable[[float], bool]) -> bool:
@@ -116,7 +116,7 @@ class BrokerLink:
                 log_event(_log, "info", "kafka_broker_connected", client=BROKER_CLIENT)
             elif previous is not None:
                 log_event(_log, "warning", "kafka_broker_unavailable", client=BROKER_CLIENT)
-            self._metrics.kafka.broker_connected.labels(client=BROKER_CLIENT).set(
+            self._metrics.broker_connected().labels(client=BROKER_CLIENT).set(
                 1 if connected else 0)
 
     def unreachable_for(self) -> float:

@@ -331,7 +331,7 @@ def test_failed_publication_is_retried_after_a_backoff(tmp_path: Path) -> None:
     publisher.sent[0][1][0].fail(TransportError("delivery timed out"))
     role.check_publication()
     assert role.publish_due and role.publishing is None
-    assert svc.metrics.kafka.broker_connected.labels(client="scaleout")._value.get() == 0
+    assert svc.metrics.broker_connected().labels(client="scaleout")._value.get() == 0
     role.publish()
     assert len(publisher.sent) == 1  # backing off
     worker._publish_backoff.succeeded()
