@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from streamkm.app.kernel_shown import install_kernel_shown
 from streamkm.app.progress import install_progress
 from streamkm.config.schema import ServiceConfig
 from streamkm.exceptions import ParameterError
@@ -49,6 +50,7 @@ class ScaleoutService(Runtime):
                          serve_metrics=serve_metrics)
         self.cluster_view = install_cluster_view(self)  # this member's records, global model
         install_progress(self)  # status events and [warnings]
+        install_kernel_shown(self)  # kernel_chosen, streamkm_model_kernel, the page header
         self.health.register("model", self._model_readiness)
         self.health.register("scaleout_broker", self._broker_readiness)
 
