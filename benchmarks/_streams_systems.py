@@ -7,6 +7,7 @@ turned into dicts before it (River's input format, not the learner's work).
 
 from __future__ import annotations
 
+import abc
 import pickle
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -27,15 +28,16 @@ class StreamFacts:
     first_window: np.ndarray
 
 
-class System:
+class System(abc.ABC):
     """A clusterer on windows: ``step(x, rows)`` predicts then learns; ``x`` is the window
     as an array, ``rows`` the same rows as dicts (built outside the timed call)."""
 
     name = ""
     uses_dicts = False
 
+    @abc.abstractmethod
     def step(self, x: np.ndarray, rows: list[dict[int, float]] | None) -> np.ndarray | None:
-        raise NotImplementedError
+        """Labels predicted for the window before learning it (None for the first window)."""
 
     def model_clusters(self) -> int | None:
         """The number of clusters the model holds now, where it has such a number."""

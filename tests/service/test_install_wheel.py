@@ -120,7 +120,7 @@ def test_readme_wheel_build_works_with_the_system_python(tmp_path: Path) -> None
         pytest.skip("needs a git checkout to list the source files")
     commands = _readme_wheel_commands()
     install = next(i for i, line in enumerate(commands) if "dist/streamkm-*.whl" in line)
-    build = " && ".join(commands[:install]).replace("/tmp/build-env", str(tmp_path / "b"))
+    build = " && ".join(commands[:install]).replace(".build-env", str(tmp_path / "b"))
     assert build
     source = _source_tree(tmp_path / "src")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
