@@ -110,20 +110,23 @@ def test_the_runtime_reads_the_source_registered_for_its_kind(tmp_path: Path) ->
     config = _config(tmp_path)
     built: list[Any] = []
     file_factory = connectors.source_factory("file")
+    registration = {"section": connectors.source_sections()["file"],
+                    "lag_unit": connectors.source_lag_unit("file")}
 
     def recording(section: Any, kafka: Any, metrics: Any) -> Any:
         source = file_factory(section, kafka, metrics)
         built.append(source)
         return source
 
-    connectors.register_source("file", recording)
+    connectors.register_source("file", recording, **registration)
     try:
         service = build_runtime(config, registry=CollectorRegistry())
         service.start()
         _drain(service)
         service.close()
     finally:
-        connectors.register_source("file", file_factory)
+        connectors.register_source("file", file_factory, **registration)
+    assert connectors.source_lag_unit("file") == "bytes"
     assert len(built) == 1 and service.source is built[0]
 
 
