@@ -26,14 +26,16 @@ def test_nearest_two_centers_matches_a_sort_of_the_distances(dtype, k):
     labels, mind = np.empty(n, np.int64), np.empty(n, dtype)
     second, second_d = np.empty(n, np.int64), np.empty(n, dtype)
     total = nc.nearest_two_centers(diag, inner, cc, labels, mind, second, second_d)
-    ref_labels, ref_mind = np.empty(n, np.int64), np.empty(n, dtype)
-    ref_total = nc.nearest_center(diag, inner, cc, ref_labels, ref_mind)
-    np.testing.assert_array_equal(labels, ref_labels)  # bit for bit the one-center kernel
-    np.testing.assert_array_equal(mind, ref_mind)
-    assert total == ref_total
     d = diag[:, None].astype(np.float64) - 2.0 * inner + cc[None, :]
     order = np.argsort(d, axis=1, kind="stable")
     np.testing.assert_array_equal(labels, order[:, 0])
+    nearest = np.maximum(d[np.arange(n), order[:, 0]], 0.0).astype(dtype)
+    np.testing.assert_array_equal(mind, nearest)
+    assert total == pytest.approx(float(nearest.astype(np.float64).sum()), rel=1e-12)
+    one_labels, one_mind = np.empty(n, np.int64), np.empty(n, dtype)
+    assert nc.nearest_center(diag, inner, cc, one_labels, one_mind) == total
+    np.testing.assert_array_equal(one_labels, labels)
+    np.testing.assert_array_equal(one_mind, mind)
     if k == 1:
         assert (second == -1).all() and np.isinf(second_d).all()
         return
