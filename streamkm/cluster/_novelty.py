@@ -104,9 +104,15 @@ class NoveltyBuffers:
             elif kind == "kernel_refreshed":
                 self.forget(self.ids)
 
+    def _written(self) -> np.ndarray:
+        """Mask of the ring slots that hold a value (the first ``sizes[j]`` of row j)."""
+        return np.arange(self.window)[None, :] < self.sizes[:, None]
+
     def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Plain arrays and metadata (see :meth:`from_state`)."""
-        arrays = {_PREFIX + "ids": self.ids, _PREFIX + "ring": self.ring,
+        """Plain arrays and metadata (see :meth:`from_state`); slots not yet written are
+        stored as 0, so every value in the state is finite."""
+        ring = np.where(self._written(), self.ring, 0.0)
+        arrays = {_PREFIX + "ids": self.ids, _PREFIX + "ring": ring,
                   _PREFIX + "heads": self.heads, _PREFIX + "sizes": self.sizes}
         return arrays, {"window": self.window}
 
@@ -122,13 +128,14 @@ class NoveltyBuffers:
         k = ids.shape[0]
         if (ring.shape != (k, window) or sizes.shape != (k,) or heads.shape != (k,)
                 or np.any(sizes < 0) or np.any(sizes > window) or np.any(heads < 0)
-                or np.any(heads >= max(window, 1))
-                or np.isfinite(ring[np.arange(window)[None, :] >= sizes[:, None]]).any()):
+                or np.any(heads >= max(window, 1))):
             raise StateError(
                 f"novelty buffers of shape {ring.shape!r} with sizes {sizes.tolist()!r} and "
                 f"heads {heads.tolist()!r} do not fit {k} clusters of window {window}"
             )
-        return cls(window, ids.copy(), ring.copy(), heads.copy(), sizes.copy())
+        written = np.arange(window)[None, :] < sizes[:, None]
+        return cls(window, ids.copy(), np.where(written, ring, np.inf), heads.copy(),
+                   sizes.copy())
 
 
 class NoveltyScreen:
