@@ -569,8 +569,9 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         """Refit the graph kernel on the reservoir and move the centers and the drift
         windows into its feature space, where drift handling reviews every cluster once;
         the ``kernel_refreshed`` event and the splits it led to."""
-        self._novelty_buffers().forget(self._position_ids())
-        return refresh_model_kernel(self, reason, new_rows)
+        events = refresh_model_kernel(self, reason, new_rows)
+        self._novelty_buffers().forget_rebuilt(events)
+        return events
 
     def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
                ) -> StepReport:

