@@ -104,5 +104,5 @@ def blobs_source(section: BlobsSourceConfig, config: Any, metrics: Any) -> Blobs
 def register() -> None:
     """Add the ``blobs`` source kind and the ``[blobs]`` section."""
     registry.register_source("blobs", blobs_source, section=BlobsSourceConfig,
-                             lag_unit=LAG_RECORDS, whole_config=True)
+                             lag_unit=LAG_RECORDS)
     registry.register_config_section("blobs", BlobsConfig)
