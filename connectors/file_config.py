@@ -6,7 +6,7 @@ output files, the default), with the hooks the core asks about them
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,6 +42,8 @@ class FileSourceConfig(SourceSection):
 class FileSinksConfig(SinksSection):
     """JSON-lines output files (``kind = "file"``, the default); ``assignments`` and
     ``events`` may be disabled with ``""``."""
+
+    SHOWN_EMPTY: ClassVar[tuple[str, ...]] = ("assignments", "events", "model")
 
     kind: Literal["file"] = "file"
     assignments: ConfigPath | None = Path("state/assignments.jsonl")

@@ -60,6 +60,7 @@ class KafkaSinksConfig(SinksSection):
     the file ``model``."""
 
     MODEL_SINK_KEYS: ClassVar[tuple[str, ...]] = ("model", "model_topic")
+    SHOWN_EMPTY: ClassVar[tuple[str, ...]] = ("assignments_topic", "events_topic", "model")
 
     kind: Literal["kafka"]
     assignments_topic: str | None = "streamkm-assignments"

@@ -332,6 +332,8 @@ class SinksSection(_Section):
 
     #: The keys of this kind that configure a model sink (at most one may be set).
     MODEL_SINK_KEYS: ClassVar[tuple[str, ...]] = ("model",)
+    #: The outputs of this kind that ``streamkm config show`` shows as ``""`` when disabled.
+    SHOWN_EMPTY: ClassVar[tuple[str, ...]] = ("model",)
 
     kind: str
     dead_letter_max_raw_bytes: int = Field(default=65536, ge=0)

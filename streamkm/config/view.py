@@ -46,13 +46,19 @@ def _plain(key: str, value: Any) -> Any:
 
 def _keys(name: str, section: Any) -> list[str]:
     """A section's keys in the order shown: for ``[source]`` / ``[sinks]`` the kind, then
-    the kind's own keys, then those every kind has."""
+    the kind's own keys, then those every kind has (a kind's own model sink keys after
+    ``model``)."""
     keys = list(type(section).model_fields)
     if name not in KIND_SECTIONS:
         return keys
     base = next((c for c in type(section).__mro__ if c in (SourceSection, SinksSection)), None)
     common = [key for key in (base.model_fields if base else {}) if key != "kind"]
-    return ["kind"] + [k for k in keys if k != "kind" and k not in common] + common
+    model_keys = [k for k in getattr(section, "MODEL_SINK_KEYS", ()) if k not in common]
+    own = [k for k in keys if k != "kind" and k not in common and k not in model_keys]
+    ordered = ["kind", *own]
+    for key in common:
+        ordered += [key, *model_keys] if key == "model" else [key]
+    return ordered
 
 
 def _section_items(name: str, section: Any) -> dict[str, Any]:
@@ -62,7 +68,7 @@ def _section_items(name: str, section: Any) -> dict[str, Any]:
         if name == "sinks":
             if key == "model_every_batches" and not section.publishes_model:
                 continue
-            if value is None:  # an output disabled with ""
+            if value is None and key in section.SHOWN_EMPTY:  # disabled with ""
                 items[key] = ""
                 continue
         if value is None:
