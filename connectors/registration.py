@@ -19,7 +19,6 @@ from streamkm.sinks import SinkSet
 from streamkm.sources import LAG_BYTES, LAG_RECORDS, Source
 
 from .file_config import FILE_SINKS_HOOKS, FILE_SOURCE_HOOKS, FileSinksConfig, FileSourceConfig
-from .kafka_metrics import broker_connected_gauge
 from .kafka_config import (
     KAFKA_SINKS_HOOKS,
     KAFKA_SOURCE_HOOKS,
@@ -90,6 +89,14 @@ def kafka_scaleout(config: Any, metrics: Any) -> Any:
     return KafkaScaleoutTransport(config)
 
 
+def broker_connected(metrics: Any) -> Any:
+    """``streamkm_kafka_broker_connected{client}`` of the process (the scale-out link's
+    connection state)."""
+    from .kafka_metrics import broker_connected_gauge
+
+    return broker_connected_gauge(metrics)
+
+
 def register() -> None:
     """Register the file and Kafka sources and sinks and the Kafka scale-out transport."""
     registry.register_source("file", file_source, section=FileSourceConfig,
@@ -101,4 +108,4 @@ def register() -> None:
                             hooks=KAFKA_SINKS_HOOKS)
     registry.register_config_section("kafka", KafkaConfig, check=check_transactions)
     registry.register_scaleout_transport("kafka", kafka_scaleout, retry_backoff=retry_backoff_s,
-                                         connection_gauge=broker_connected_gauge)
+                                         connection_gauge=broker_connected)
