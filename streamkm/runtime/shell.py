@@ -191,10 +191,9 @@ class Runtime:
                                      reset_model=self.reset_model)
         elif self.resume_from_outputs and self.resume_point is not None:
             checkpoint, resumed = self._read_resume_point(self.resume_point), True
-        self.sinks = build_sinks(cfg.sinks, kafka=cfg.kafka, metrics=self.metrics)
+        self.sinks = build_sinks(cfg, metrics=self.metrics)
         if self.source is None:
-            self.source = build_source(cfg.source, kafka=cfg.kafka, metrics=self.metrics,
-                                       whole=cfg)
+            self.source = build_source(cfg, metrics=self.metrics)
         if isinstance(self.source, DynamicSource):
             self.dynamic = self.source
         self.batcher = Batcher(
