@@ -60,9 +60,9 @@ class Interval(Rule):
             return False
         left_out = operator.lt if self.closed in ("left", "both") else operator.le
         right_out = operator.gt if self.closed in ("right", "both") else operator.ge
-        if self.left is not None and left_out(value, self.left):
-            return False
-        return not (self.right is not None and right_out(value, self.right))
+        left = -math.inf if self.left is None else self.left  # an open end refuses infinity
+        right = math.inf if self.right is None else self.right
+        return not (left_out(value, left) or right_out(value, right))
 
     def __str__(self) -> str:
         def bound(value: float | int | None, unbounded: str) -> Any:
