@@ -123,6 +123,10 @@ class InstanceOf(Rule):
             self._kind = getattr(importlib.import_module(module), name)
         return self._kind
 
+    def is_of(self, kind: type) -> bool:
+        """Whether the rule is for instances of ``kind`` (imports nothing)."""
+        return self._kind is kind
+
     def accepts(self, value: Any) -> bool:
         if isinstance(self._kind, str):  # a value of a type never imported is not one
             module = self._kind.partition(":")[0].split(".")[0]
@@ -205,7 +209,7 @@ def parameter_problem(owner: str, parameter: Parameter, value: Any) -> str | Non
     (:func:`streamkm.exceptions.parameter_message`).
     """
     rules = parameter.rules
-    takes_bool = any(rule is BOOLEAN or (isinstance(rule, InstanceOf) and rule.type is bool)
+    takes_bool = any(rule is BOOLEAN or (isinstance(rule, InstanceOf) and rule.is_of(bool))
                      for rule in rules)
     if (takes_bool or not _is_bool(value)) and any(rule.accepts(value) for rule in rules):
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
-from streamkm._core.validation import check_choice, check_float, check_int
+from streamkm._core.scalar_checks import check_choice, check_float, check_int
 from streamkm.exceptions import StreamkmError, parameter_error
 
 __all__ = ["DriftPolicy", "SEEDINGS"]
