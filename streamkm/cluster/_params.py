@@ -54,6 +54,10 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("random_state", None, RANDOM_STATE_RULES),
     Parameter("drift", None, (BOOLEAN, InstanceOf(dict), InstanceOf(DriftPolicy), NONE)),
     Parameter("kernel_params", None, KERNEL_RULES["kernel_params"]),
+    Parameter("outlier_alpha", None, (Interval("float", 0, 1, "neither"), NONE)),
+    Parameter("outliers", "exclude", (Options({"exclude", "learn"}),)),
+    Parameter("novelty_window", 256, _AT_LEAST_1),
+    Parameter("label_outliers", False, (BOOLEAN,)),
 )
 
 #: The table by name.
