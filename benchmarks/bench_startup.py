@@ -26,10 +26,10 @@ Usage::
     python benchmarks/bench_startup.py --repeats 7
     python benchmarks/bench_startup.py --tree . --tree ../other-checkout --repeats 7
     python benchmarks/bench_startup.py --tree . --tree ../other-checkout --repeats 7 \
-        --cases numpy,import,version,help,check,show
+        --case help --case check --case show
 
-``--cases`` picks cases by key (default: all): ``numpy``, ``import``, ``version``, ``help``,
-``check``, ``show``, ``estimator``, ``first-fit``.
+``--case`` (repeatable) measures only the named cases (default: all): ``numpy``,
+``import``, ``version``, ``help``, ``check``, ``show``, ``estimator``, ``first-fit``.
 
 Prints one markdown table: median (min-max) seconds per case and tree, and the goal each
 case is held against (``--version`` <= 0.2 s, ``import streamkm`` <= 0.4 s on an idle
@@ -140,17 +140,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="source tree holding the streamkm package (repeatable; "
                              "default: this checkout)")
     parser.add_argument("--repeats", type=int, default=7, help="rounds (>= 5)")
-    keys = [case[0] for case in CASES]
-    parser.add_argument("--cases", default=",".join(keys),
-                        help=f"comma-separated case keys, of {', '.join(keys)} (default: all)")
+    parser.add_argument("--case", action="append", choices=[case[0] for case in CASES],
+                        help="measure only this case (repeatable; default: all)")
     args = parser.parse_args(argv)
     if args.repeats < 5:
         parser.error(f"--repeats must be >= 5, got {args.repeats}")
-    chosen = args.cases.split(",")
-    unknown = sorted(set(chosen) - set(keys))
-    if unknown:
-        parser.error(f"--cases: unknown {unknown!r}; known: {', '.join(keys)}")
-    cases = [case for case in CASES if case[0] in chosen]
+    cases = [case for case in CASES if args.case is None or case[0] in args.case]
     trees = [t.resolve() for t in (args.tree or [Path(__file__).resolve().parent.parent])]
     for tree in trees:
         if not (tree / "streamkm" / "__init__.py").is_file():

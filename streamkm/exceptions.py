@@ -7,7 +7,8 @@ the builtin exception a caller would naturally catch (``ValueError`` for bad val
 :class:`ParameterError` and :class:`NotFittedError` also derive from scikit-learn's own
 exceptions, so they are created on first use (module ``__getattr__``): importing this module,
 or ``streamkm``, does not import scikit-learn, which commands that never build a model
-(``streamkm --version``, ``--help``, ``checkpoint inspect``) do not need.
+(``streamkm --version``, ``--help``, ``config check``, ``checkpoint inspect``) do not need;
+modules on those paths raise them through :func:`parameter_error`.
 """
 
 from __future__ import annotations

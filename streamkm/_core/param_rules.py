@@ -19,7 +19,7 @@ import importlib
 import math
 import operator
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 from streamkm.exceptions import parameter_message
 
 __all__ = ["Rule", "Interval", "Options", "InstanceOf", "NONE", "BOOLEAN", "RANDOM_STATE_RULES", "Parameter",
-           "parameter_problem", "sklearn_constraints", "is_text_only", "by_name"]
+           "parameter_problem", "sklearn_constraints", "is_text_only"]
 
 
 class Rule:
@@ -227,7 +227,3 @@ def sklearn_constraints(parameters: Sequence[Parameter]) -> dict[str, list[Any]]
     """The table as scikit-learn's ``_parameter_constraints`` (imports scikit-learn)."""
     return {p.name: [rule.to_sklearn() for rule in p.rules] for p in parameters}
 
-
-def by_name(parameters: Sequence[Parameter]) -> Mapping[str, Parameter]:
-    """The table keyed by parameter name."""
-    return {p.name: p for p in parameters}
