@@ -34,7 +34,7 @@ from typing import Literal
 from streamkm.config.schema import ServiceConfig
 from streamkm.exceptions import ConfigError
 from streamkm.io import registry
-from streamkm.io.checkpoint import checkpoint_files
+from streamkm.io.checkpoint_files import checkpoint_files
 
 __all__ = ["Finding", "preflight", "metrics_bind_error", "check_existing_outputs",
            "existing_outputs", "checkpoint_findings", "empty_files", "PROBE_BYTES", "OnExistingOutput"]
@@ -319,13 +319,13 @@ def checkpoint_findings(config: ServiceConfig) -> list[Finding]:
     """The refusal ``streamkm run`` makes of ``config`` against the newest checkpoint that
     verifies (a changed model-defining setting), as an error; nothing without a checkpoint.
     Reads only (no temporary file is removed, nothing is logged)."""
+    folder = Path(config.checkpoint.dir)
+    if config.scaleout.enabled or not folder.is_dir() or not checkpoint_files(folder):
+        return []
     from streamkm.config.diff import check_against_checkpoint
     from streamkm.exceptions import StateError
-    from streamkm.io.checkpoint import read_checkpoint
+    from streamkm.io.checkpoint import read_checkpoint  # numpy: only with a checkpoint
 
-    folder = Path(config.checkpoint.dir)
-    if config.scaleout.enabled or not folder.is_dir():
-        return []
     for path in reversed(checkpoint_files(folder)):
         try:
             checkpoint = read_checkpoint(path)

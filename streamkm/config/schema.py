@@ -60,7 +60,7 @@ from streamkm.config.sections import (
     WarningsConfig,
     _Section,
 )
-from streamkm.exceptions import ConfigError, ParameterError
+from streamkm.exceptions import ConfigError
 from streamkm.io import registry
 
 __all__ = [
@@ -163,10 +163,9 @@ class ServiceConfig(_Section):
     @model_validator(mode="after")
     def _drift_fits_the_model(self) -> ServiceConfig:
         if self.drift.policy is not None:
-            try:
-                self.drift.policy.check_against(self.model.n_clusters)
-            except ParameterError as exc:
-                raise ValueError(f"model.n_clusters and [drift]: {exc}") from None
+            problem = self.drift.policy.problem_against(self.model.n_clusters)
+            if problem is not None:
+                raise ValueError(f"model.n_clusters and [drift]: {problem}")
         return self
 
     @model_validator(mode="after")

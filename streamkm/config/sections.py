@@ -4,7 +4,6 @@ configuration, its loading and its environment overrides are :mod:`streamkm.conf
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -22,12 +21,11 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
-from sklearn.utils._param_validation import StrOptions
-
-from streamkm.cluster import MiniBatchKernelKMeans
+from streamkm import exceptions
+from streamkm._core.param_rules import is_text_only, parameter_problem
+from streamkm.cluster._params import ESTIMATOR, PARAMETER_RULES, PARAMETERS, relations_problem
 from streamkm.drift.policy import DriftPolicy
-from streamkm.exceptions import ParameterError
-from streamkm.kernels._spec import check_kernel_options
+from streamkm.kernels._registry import kernel_options_problem
 
 
 def _non_empty_path(value: Any) -> Any:
@@ -73,18 +71,17 @@ class DecodingConfig(_Section):
     dtype: Literal["float32", "float64"] = "float64"
 
 
-def _checked_by(check: Callable[[str, Any], None], name: str, prefix: str,
+def _checked_by(problem: Callable[[str, Any], str | None], name: str, prefix: str,
                 suffix: Callable[[Any], str]) -> BeforeValidator:
-    """A validator that runs ``check(name, value)``, the component's own check of one
-    parameter; its message (without ``prefix`` and ``suffix(value)``) says what the key
-    accepts."""
+    """A validator that runs ``problem(name, value)``, the component's own check of one
+    parameter (None, or what is wrong); its message (without ``prefix`` and
+    ``suffix(value)``) says what the key accepts."""
 
     def validate(value: Any) -> Any:
-        try:
-            check(name, value)
-        except ParameterError as exc:
-            reason = str(exc).removeprefix(prefix).removesuffix(suffix(value))
-            raise PydanticCustomError("bad_parameter", "{reason}", {"reason": reason}) from None
+        message = problem(name, value)
+        if message is not None:
+            reason = message.removeprefix(prefix).removesuffix(suffix(value))
+            raise PydanticCustomError("bad_parameter", "{reason}", {"reason": reason})
         return value
 
     return BeforeValidator(validate)
@@ -121,12 +118,9 @@ class _ModelSection(_Section):
     @classmethod
     def _options_of_the_kernel(cls, value: Any, info: Any) -> Any:
         kernel = info.data.get("kernel")  # absent when the kernel itself was refused
-        if kernel is not None:
-            try:
-                check_kernel_options(kernel, value)
-            except ParameterError as exc:
-                raise PydanticCustomError("bad_parameter", "{reason}",
-                                          {"reason": str(exc)}) from None
+        problem = None if kernel is None else kernel_options_problem(kernel, value)
+        if problem is not None:
+            raise PydanticCustomError("bad_parameter", "{reason}", {"reason": problem})
         return value
 
     def estimator_params(self) -> dict[str, Any]:
@@ -135,25 +129,25 @@ class _ModelSection(_Section):
 
     @model_validator(mode="after")
     def _valid_for_the_estimator(self) -> _ModelSection:
-        try:  # the estimator's checks across parameters
-            MiniBatchKernelKMeans.from_params(self.estimator_params())
-        except ParameterError as exc:
-            raise ValueError(str(exc)) from None
+        problem = relations_problem(self.estimator_params())  # checks across parameters
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 
+def _model_problem(name: str, value: Any) -> str | None:
+    return parameter_problem(ESTIMATOR, PARAMETER_RULES[name], value)
+
+
 def _model_section() -> type[_ModelSection]:
-    estimator = MiniBatchKernelKMeans
     fields: dict[str, Any] = {}
-    for name, param in inspect.signature(estimator.__init__).parameters.items():
-        if name == "self" or name in MODEL_KEYS_ELSEWHERE:
+    for param in PARAMETERS:
+        name = param.name
+        if name in MODEL_KEYS_ELSEWHERE:
             continue
-        constraints = estimator._parameter_constraints[name]
-        check = _checked_by(estimator.check_param, name,
-                            f"The {name!r} parameter of {estimator.__name__} ",
+        check = _checked_by(_model_problem, name, f"The {name!r} parameter of {ESTIMATOR} ",
                             lambda value: f" Got {value!r} instead.")
-        text_only = all(isinstance(c, StrOptions) for c in constraints)
-        fields[name] = (_parsed_as(text_only, check),
+        fields[name] = (_parsed_as(is_text_only(param), check),
                         MODEL_SERVICE_DEFAULTS.get(name, param.default))
     return create_model("ModelConfig", __base__=_ModelSection, __module__=__name__,
                         __doc__=_ModelSection.__doc__, **fields)
@@ -253,7 +247,7 @@ class _DriftSection(_Section):
         try:
             self._policy = DriftPolicy(**{f.name: getattr(self, f.name)
                                           for f in dataclasses.fields(DriftPolicy)})
-        except ParameterError as exc:
+        except exceptions.ParameterError as exc:
             raise ValueError(str(exc)) from None
         return self
 
@@ -268,8 +262,8 @@ def _drift_section() -> type[_DriftSection]:
     hints = typing.get_type_hints(DriftPolicy)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(DriftPolicy):
-        check = _checked_by(lambda name, value: DriftPolicy.check_field(name, value), f.name,
-                            f"drift.{f.name} ", lambda value: "")
+        check = _checked_by(DriftPolicy.field_problem, f.name, f"drift.{f.name} ",
+                            lambda value: "")
         fields[f.name] = (_parsed_as(hints[f.name] is str, check), f.default)
     return create_model("DriftConfig", __base__=_DriftSection, __module__=__name__,
                         __doc__=_DriftSection.__doc__, **fields)
