@@ -23,7 +23,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import streamkm
+
 REPO = Path(__file__).resolve().parents[1]
+#: the folder holding the ``streamkm`` package this process imports (the workers of the
+#: current engine import the same one)
+CURRENT = Path(streamkm.__file__).resolve().parents[1]
 NOVELTY_MODULE = "streamkm/cluster/_novelty.py"
 
 WORKER = r'''
@@ -56,13 +61,12 @@ for line in sys.stdin:
 class Worker:
     """One interpreter stepping one model, answering JSON commands on stdin."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path) -> None:
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   MKL_NUM_THREADS="1", NUMBA_NUM_THREADS="1", STREAMKM_NUM_THREADS="1")
-        if path is not None:
-            env["PYTHONPATH"] = str(path)
+                   MKL_NUM_THREADS="1", NUMBA_NUM_THREADS="1", STREAMKM_NUM_THREADS="1",
+                   PYTHONPATH=str(path))
         self.proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env, cwd=path or REPO)
+                                     stdout=subprocess.PIPE, text=True, env=env, cwd=path)
 
     def ask(self, **cmd: Any) -> dict[str, Any]:
         """Send one command, return its answer."""
@@ -114,11 +118,11 @@ def measure(configs: list[tuple[int, int, int]], repeats: int, steps: int,
     rev = baseline_rev or baseline_revision()
     rows = []
     with tempfile.TemporaryDirectory(prefix="streamkm-baseline-") as tmp:
-        contenders: list[tuple[str, Path | None, dict[str, Any]]] = []
+        contenders: list[tuple[str, Path, dict[str, Any]]] = []
         if rev is not None:
             contenders.append(("before the novelty score", export_package(rev, Path(tmp)), {}))
-        contenders += [("outlier_alpha unset", None, {}),
-                       ("outlier_alpha=0.01", None, {"outlier_alpha": 0.01})]
+        contenders += [("outlier_alpha unset", CURRENT, {}),
+                       ("outlier_alpha=0.01", CURRENT, {"outlier_alpha": 0.01})]
         for k, b, d in configs:
             workers = [Worker(path) for _, path, _ in contenders]
             try:

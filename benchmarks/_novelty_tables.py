@@ -221,7 +221,8 @@ def render(results: dict[str, Any]) -> str:
     parts = [
         f"Run of {meta['date']}, load average {meta['load_start']} at the start and "
         f"{meta['load_end']} at the end, {meta['wall_s']:.0f} s wall, {meta['cpu_s']:.0f} s "
-        f"process CPU, streamkm {meta['streamkm']}" + (", quick" if meta["quick"] else "")
+        f"CPU of the main process, streamkm {meta['streamkm']}"
+        + (", quick" if meta["quick"] else "")
         + f". outlier_alpha = {meta['alpha']:g}. Detector settings: "
         + "; ".join(f"{name}: {setting}" for name, setting in settings.items() if setting)
         + " (n_clusters as the set gives it).",
@@ -236,9 +237,9 @@ def render(results: dict[str, Any]) -> str:
         cost_table(cost),
         "### A new mode half-way",
         f"{nm['n']:,} records, windows of {nm['window']}, the new mode from record "
-        f"{nm['appears_at']:,}; {nm['setting']}. Windows from the appearance's until the flagged "
-        f"rows since it reach {nm['reach']}: "
-        + (str(nm["reached_at_window"]) if nm["reached_at_window"] is not None else "never")
+        f"{nm['appears_at']:,}; {nm['setting']}. The rows flagged since the appearance reach "
+        f"{nm['reach']} in window "
+        + (str(nm["reached_at_window"]) if nm["reached_at_window"] is not None else "(never)")
         + "; births before the appearance: " + str(nm["births_before_appearance"]) + ".",
         new_mode_table(nm),
         "### Inlier ARI: outliers excluded from the centers or learnt",

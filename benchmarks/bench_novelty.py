@@ -187,16 +187,22 @@ def calibration(streams: list[data.NoveltySet], window: int, warmup: int = 5,
 
 
 def inlier_streams(quick: bool, seed: int = 0) -> list[data.NoveltySet]:
-    """Streams without anomalies: the generated blobs and moons without their noise, and
-    penbased and satimage without their thinned class, shuffled."""
+    """Streams without anomalies, shuffled: the generated blobs and moons without their
+    noise, and penbased and satimage without their thinned class (``quick``: blobs, moons
+    and penbased, at most 2,000 rows each)."""
     n = 2000 if quick else 10_000
+    sources = [(data.blobs_with_noise(n, seed), "blobs"),
+               (data.moons_with_noise(n, seed), "moons")]
+    for name in data.THINNED[:1 if quick else 2]:
+        s = data.keel_thinned(name, seed)
+        rare = s.name[len(name) + 1:].split("-")[0]  # the class label in "<set>-<label>-1%"
+        sources.append((s, f"{name} without class {rare}"))
     out = []
-    for s in ([data.blobs_with_noise(n, seed), data.moons_with_noise(n, seed)]
-              + [data.keel_thinned(name, seed) for name in data.THINNED[:1 if quick else 2]]):
+    for s, name in sources:
         keep = ~s.anomaly
-        out.append(data.NoveltySet(s.name.split("+")[0].replace("-1%", "-without"),
-                                   "inliers", data.standardise(s.X[keep]), s.anomaly[keep],
-                                   s.classes[keep], s.n_clusters).shuffled(seed))
+        stream = data.NoveltySet(name, "inliers", data.standardise(s.X[keep]), s.anomaly[keep],
+                                 s.classes[keep], s.n_clusters).shuffled(seed)
+        out.append(stream.head(2000) if quick else stream)
     return out
 
 
