@@ -68,14 +68,34 @@ def family_table(sets: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: row-count bands of the by-size table: (label, lowest n, highest n + 1)
+SIZES = (("fewer than 500 rows", 0, 500), ("500 to 1,999 rows", 500, 2000),
+         ("2,000 rows or more", 2000, None))
+
+
+def size_table(sets: list[dict]) -> str:
+    """Median ROC-AUC per band of set sizes, with streamkm's share of records scored 1.0
+    (uncalibrated clusters)."""
+    lines = ["| sets | count | records with novelty 1.0 (streamkm), median | "
+             + " | ".join(SYSTEMS) + " |", "|---|---:|---:|" + "---:|" * len(SYSTEMS)]
+    for label, lo, hi in SIZES:
+        members = [s for s in sets if s["n"] >= lo and (hi is None or s["n"] < hi)]
+        if not members:
+            continue
+        cells = [_f(median_over_sets(_column(members, system, "auc"))) for system in SYSTEMS]
+        ones = median_over_sets([s["novelty_one"] for s in members])
+        lines.append(f"| {label} | {len(members)} | {ones:.0%} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def per_set_table(sets: list[dict]) -> str:
     """ROC-AUC and precision at the flagged rate of every detector on every set."""
     short = {"streamkm": "skm", "streamkm distance": "skm dist", "IsolationForest": "IF",
              "LOF": "LOF", "HalfSpaceTrees": "HST"}
-    head = ("| set | n | d | anomalies | W | flagged | inliers flagged | "
+    head = ("| set | n | d | anomalies | W | flagged | inliers flagged | novelty 1.0 | "
             + " | ".join(f"AUC {short[s]}" for s in SYSTEMS) + " | "
             + " | ".join(f"P@flag {short[s]}" for s in SYSTEMS) + " |")
-    lines = [head, "|---|" + "---:|" * (6 + 2 * len(SYSTEMS))]
+    lines = [head, "|---|" + "---:|" * (7 + 2 * len(SYSTEMS))]
     for s in sets:
         best = max(s["systems"][r]["auc"] for r in REFERENCES)
         aucs = []
@@ -88,7 +108,7 @@ def per_set_table(sets: list[dict]) -> str:
         lines.append(
             f"| {s['name']} | {s['n']:,} | {s['d']} | {s['anomalies']} "
             f"({s['anomalies'] / s['n']:.1%}) | {s['window']} | {s['flag_rate']:.1%} "
-            f"| {s['inliers_flagged']:.1%} | " + " | ".join(aucs) + " | "
+            f"| {s['inliers_flagged']:.1%} | {s['novelty_one']:.0%} | " + " | ".join(aucs) + " | "
             + " | ".join(precisions) + " |")
     return "\n".join(lines)
 
@@ -228,6 +248,7 @@ def render(results: dict[str, Any]) -> str:
         + " (n_clusters as the set gives it).",
         "### Floors", floors_table(results),
         f"### ROC-AUC and precision over {len(sets)} data sets", summary_table(sets),
+        "### By size (median ROC-AUC)", size_table(sets),
         "### By family (median ROC-AUC)", family_table(sets),
         "### Cost of the novelty score",
         f"rbf with a fixed gamma, {cost['mode']}, 1 thread, one worker process per contender; "
@@ -249,7 +270,9 @@ def render(results: dict[str, Any]) -> str:
         "### Every data set",
         "Bold: streamkm's ROC-AUC more than 0.05 below the better of IsolationForest and "
         "HalfSpaceTrees on the set. flagged: streamkm's share of flagged records; inliers "
-        "flagged: its share among the normal records.",
+        "flagged: its share among the normal records; novelty 1.0: streamkm's share of records "
+        "scored 1.0 (their cluster held fewer than the recent members the score needs, or "
+        "the record was as close to the center as all of them).",
         per_set_table(sets),
     ]
     return "\n\n".join(parts)

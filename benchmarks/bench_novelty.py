@@ -85,6 +85,9 @@ def run_set(s: data.NoveltySet, seed: int = 0) -> dict[str, Any]:
     cpu["streamkm distance"] = cpu["streamkm"]
     truth = s.anomaly[window:]
     flagged = np.concatenate(flags)
+    # novelty 1.0 (score 0): the record's cluster had fewer recent members than the score
+    # needs, or the record is at least as close to the center as all of them
+    novelty_one = float(np.mean(np.concatenate(scores["streamkm"]) == 0.0))
     rate = float(flagged.mean())
     n_scored = truth.size
     systems = {}
@@ -99,6 +102,7 @@ def run_set(s: data.NoveltySet, seed: int = 0) -> dict[str, Any]:
         "n_clusters": s.n_clusters, "flag_rate": rate,
         "inliers_flagged": float(flagged[~truth].mean()),
         "flag_precision": (float(truth[flagged].mean()) if flagged.any() else float("nan")),
+        "novelty_one": novelty_one,
         "systems": systems,
         "settings": {det.name: det.setting() for det in detectors},
     }

@@ -185,7 +185,8 @@ def _results() -> dict:
     one = {"name": "glass2", "kind": "keel-imbalanced", "n": 214, "d": 9, "anomalies": 17,
            "scored": 182, "scored_anomalies": 15, "window": 32, "memory": 128,
            "n_clusters": 4, "flag_rate": 0.02, "inliers_flagged": 0.01,
-           "flag_precision": 0.5, "systems": systems, "settings": {"LOF": "novelty=True"}}
+           "flag_precision": 0.5, "novelty_one": 0.25, "systems": systems,
+           "settings": {"LOF": "novelty=True"}}
     contenders = [{"name": n, "params": {}, "us_per_record": [1.0, 1.1, 1.0, 1.2, 1.0],
                    "ratio": [r, r, r]} for n, r in (("before", 1.0), ("unset", 1.02),
                                                      ("alpha", 1.03))]
@@ -223,7 +224,8 @@ def test_tables_state_the_floors_from_the_results():
     assert "**not met**: 1 of 2 runs" in floors  # drift run flagged 3% > 2 alpha
     assert "**met**: 1 windows after the flagged rows reached 64" in floors
     assert "| 6 | 700 | 20 | 15 | 1 of 80 | 4 | born (id 3) |" in text
-    assert "| glass2 | 214 | 9 | 17 (7.9%) | 32 | 2.0% | 1.0% |" in text
+    assert "| glass2 | 214 | 9 | 17 (7.9%) | 32 | 2.0% | 1.0% | 25% |" in text
+    assert "| fewer than 500 rows | 1 | 25% | 0.800 | 0.810 |" in text
 
 
 @pytest.mark.unit
