@@ -43,6 +43,21 @@ class StepReport:
         Lifecycle events of this step, in order: the monitor transition (``converged`` or
         ``woke``), then drift events (``split``, ``merge``). Each is a JSON-able dict with
         at least ``"event"`` and ``"step"`` (see ``docs/drift.md`` for the fields).
+    novelty : ndarray of shape (n,), float64
+        How typical each row is for its cluster, in (0, 1]: the share of the cluster's
+        recent members (its novelty buffer as it was before this batch) at least as far
+        from the center, ``(1 + #{buffer >= d}) / (n_buffer + 1)``; small is unusual. 1.0
+        while the cluster's buffer holds fewer than 20 members (``docs/novelty.md``).
+    outliers : ndarray of shape (n,), bool
+        Rows whose novelty is at most the model's ``outlier_alpha`` (all False when it is
+        None). With ``outliers="exclude"`` they did not move the centers.
+    second_labels : ndarray of shape (n,), int64
+        Position of each row's second-nearest cluster (-1 when the model has one cluster).
+    second_cluster_ids : ndarray of shape (n,), int64
+        Stable id of that cluster (-1 when there is none).
+    margins : ndarray of shape (n,)
+        Squared kernel distance to the second-nearest center minus that to the nearest
+        (>= 0; small means the assignment was nearly a tie; +inf with one cluster).
     """
 
     labels: np.ndarray
@@ -53,6 +68,11 @@ class StepReport:
     step: int
     cluster_ids: np.ndarray | None = None
     events: tuple[dict[str, Any], ...] = ()
+    novelty: np.ndarray | None = None
+    outliers: np.ndarray | None = None
+    second_labels: np.ndarray | None = None
+    second_cluster_ids: np.ndarray | None = None
+    margins: np.ndarray | None = None
 
 
 class StreamModel(Protocol):

@@ -185,6 +185,15 @@ class KernelKMeans(base.Clusterer):
             return 0
         return int(self._engine.predict(self._matrix([_numeric_copy(x)]))[0])
 
+    def score_one(self, x: dict[Any, Any]) -> float:
+        """How unusual ``x`` is, River's anomaly-score convention (higher is more unusual):
+        1 minus the engine's novelty (:meth:`MiniBatchKernelKMeans.score_samples`), in
+        [0, 1); 0.0 before the first step and while the nearest cluster has fewer than 20
+        recent members. Learns nothing."""
+        if self._engine is None:
+            return 0.0
+        return 1.0 - float(self._engine.score_samples(self._matrix([_numeric_copy(x)]))[0])
+
     def predict_many(self, X: Any) -> Any:
         """Cluster of each row of the DataFrame ``X`` (a pandas Series on its index); all 0
         before the first step. Missing columns and NaN count as 0."""

@@ -69,6 +69,8 @@ def _other_valid(name: str, default: Any) -> Any:
             candidate = default / 2 if isinstance(default, float) else 0.5
         elif c is dict:
             candidate = {"n_neighbors": 7}
+        elif c == "boolean":
+            candidate = not default
         else:
             continue
         try:
@@ -81,8 +83,9 @@ def _other_valid(name: str, default: Any) -> Any:
 
 def _bad_values(name: str) -> list[Any]:
     """Values the estimator refuses: a bool for a number, an unknown text, out of range."""
-    bad: list[Any] = [True, "no-such-option"]
-    for c in MiniBatchKernelKMeans._parameter_constraints[name]:
+    constraints = MiniBatchKernelKMeans._parameter_constraints[name]
+    bad: list[Any] = [1 if "boolean" in constraints else True, "no-such-option"]
+    for c in constraints:
         if isinstance(c, Interval) and c.type is Integral and c.left is not None:
             bad.append(c.left - 1)
     return bad

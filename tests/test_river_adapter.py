@@ -137,3 +137,17 @@ def test_clone_resets_the_learnt_state():
     fresh = model.clone()
     assert fresh.n_steps == 0 and fresh.engine is None and model.n_steps == 2
     assert repr(fresh) == repr(model)
+
+
+def test_score_one_is_high_for_an_unusual_row_and_follows_the_engines_novelty():
+    model = KernelKMeans(n_clusters=2, batch_size=200, seed=0, outlier_alpha=0.01)
+    assert model.score_one({"a": 0.0, "b": 0.0}) == 0.0  # no step yet
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        for row in np.vstack([rng.normal(0, 1, (100, 2)), rng.normal(8, 1, (100, 2))]):
+            model.learn_one({"a": float(row[0]), "b": float(row[1])})
+    far, near = {"a": 40.0, "b": -40.0}, {"a": 0.1, "b": 0.0}
+    assert model.score_one(far) > 0.99 and model.score_one(near) < 0.9
+    engine = model.engine.score_samples(np.array([[0.1, 0.0]]))[0]
+    assert model.score_one(near) == pytest.approx(1.0 - engine)
+    assert model.n_steps == 4  # scoring learns nothing

@@ -130,6 +130,47 @@ def nearest_center(diag, inner, center_sq_norms, labels, min_sq_dist):  # pragma
     return total
 
 
+@njit(cache=True, nogil=True)
+def nearest_two_centers(diag, inner, center_sq_norms, labels, min_sq_dist, second_labels,
+                        second_sq_dist):  # pragma: no cover - compiled
+    """:func:`nearest_center` plus the second-nearest center and its squared distance.
+
+    Labels, distances and the returned sum are those of :func:`nearest_center`, bit for
+    bit. The second-nearest center is the nearest of the others (the first of equally near
+    ones); with a single center ``second_labels`` is -1 and ``second_sq_dist`` is +inf.
+    """
+    n, k = inner.shape
+    total = 0.0
+    zero = min_sq_dist.dtype.type(0.0)
+    for i in range(n):
+        best = np.inf
+        arg = 0
+        runner = np.inf
+        arg2 = -1
+        for j in range(k):
+            d = diag[i] - 2.0 * inner[i, j] + center_sq_norms[j]
+            if d < best:
+                runner = best
+                arg2 = arg if j > 0 else -1
+                best = d
+                arg = j
+            elif d < runner or arg2 < 0:
+                runner = d
+                arg2 = j
+        labels[i] = arg
+        v = min_sq_dist.dtype.type(best)
+        if v < zero:
+            v = zero
+        min_sq_dist[i] = v
+        total += v
+        second_labels[i] = arg2
+        w = second_sq_dist.dtype.type(runner)
+        if w < zero:
+            w = zero
+        second_sq_dist[i] = w
+    return total
+
+
 @njit(cache=True)
 def truncation_starts(group_lo, center_groups, seg_lo, seg_hi, n_new, tau):  # pragma: no cover
     """First old support row each center keeps so that kept old rows + n_new[j] <= tau.

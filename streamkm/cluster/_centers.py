@@ -1,9 +1,10 @@
 """Center stores of the mini-batch engine.
 
 ``SupportCenters`` represents each center as a truncated convex combination of stored rows
-in the kernel's feature space; ``ExplicitCenters`` keeps explicit centroid
-vectors for the linear kernel (the fast path). Both apply the same update rule
-C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j) and report the batch objective before and after.
+in the kernel's feature space; ``ExplicitCenters`` (:mod:`streamkm.cluster._explicit_centers`)
+keeps explicit centroid vectors for the linear kernel (the fast path). Both apply the same
+update rule C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j) and report the batch objective before
+and after.
 """
 
 from __future__ import annotations
@@ -12,35 +13,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamkm._core.raw_rows import (
-    RawRows,
-    cluster_means,
-    raw_from_arrays,
-    raw_to_arrays,
-    stack_rows,
-)
+from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, stack_rows
 from streamkm._core.threads import block_threads, row_chunks, run_row_chunks, step_threads
 from streamkm._numba import centers as _nc
 from streamkm._numba import kernels as _nk
-from streamkm._numba.lloyd import cluster_sums
+from streamkm.cluster._explicit_centers import ExplicitCenters
+from streamkm.cluster._step_rules import (
+    Screen,
+    StepOutcome,
+    _check_split_raw,
+    _kept_rows,
+    _weighted_counts,
+    _weighted_mean,
+    learning_rates,
+    sq_norms,
+)
 from streamkm.exceptions import ValidationError
 from streamkm.kernels import KernelSpec
 
 __all__ = ["StepOutcome", "SupportCenters", "ExplicitCenters", "learning_rates", "sq_norms"]
 
 _CROSS_BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in center_inner_products
-
-
-def _check_split_raw(keeps_raw: bool, raw_a: RawRows | None, raw_b: RawRows | None) -> None:
-    if keeps_raw and (raw_a is None or raw_b is None):
-        raise ValidationError("this store keeps raw rows: split needs raw_a and raw_b")
-    if not keeps_raw and (raw_a is not None or raw_b is not None):
-        raise ValidationError("this store keeps no raw rows: raw_a / raw_b are not accepted")
-
-
-def _raw_mean(raw: RawRows) -> np.ndarray:
-    """Dense float64 mean of raw rows (dense or CSR)."""
-    return np.asarray(raw.mean(axis=0), dtype=np.float64).ravel()
 
 
 @dataclass
@@ -82,52 +75,6 @@ def _block_segment_sums(kernel: KernelSpec, x: np.ndarray, x_sq: np.ndarray, y: 
     block = kernel.block(x, y, x_sq=x_sq, y_sq=y_sq)
     _nc.segment_inner_products(block, lo, hi, weights, out)
     return block
-
-
-def sq_norms(x: np.ndarray) -> np.ndarray:
-    """Squared Euclidean norm of each row, in x's dtype."""
-    return np.einsum("ij,ij->i", x, x)
-
-
-def learning_rates(
-    kind: str, batch_counts: np.ndarray, batch_size: int, counts: np.ndarray
-) -> np.ndarray:
-    """alpha_j: ``"sqrt"`` -> sqrt(b_j / b); ``"count"`` -> b_j / (v_j + b_j) (0 where b_j = 0)."""
-    bc = batch_counts.astype(np.float64)
-    if kind == "sqrt":
-        return np.sqrt(bc / float(batch_size))
-    denom = counts.astype(np.float64) + bc
-    return np.divide(bc, denom, out=np.zeros_like(bc), where=denom > 0)
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """What one pass of a batch through a center store found and did."""
-
-    labels: np.ndarray
-    min_sq_distances: np.ndarray
-    batch_counts: np.ndarray
-    objective_before: float
-    objective_after: float | None
-
-
-def _assign(diag: np.ndarray, inner: np.ndarray, cc: np.ndarray, dtype: np.dtype
-            ) -> tuple[np.ndarray, np.ndarray, float]:
-    n = inner.shape[0]
-    labels = np.empty(n, dtype=np.int64)
-    mind = np.empty(n, dtype=dtype)
-    total = _nc.nearest_center(diag, inner, cc, labels, mind)
-    return labels, mind, float(total) / n
-
-
-def _weighted_mean(values: np.ndarray, sample_weight: np.ndarray) -> float:
-    """sum_i w_i v_i / sum_i w_i in float64 (the weighted batch objective)."""
-    return float(np.dot(sample_weight, values.astype(np.float64)) / sample_weight.sum())
-
-
-def _weighted_counts(labels: np.ndarray, k: int, sample_weight: np.ndarray) -> np.ndarray:
-    """Per-cluster sums of integer multiplicities, exact as int64."""
-    return np.rint(np.bincount(labels, weights=sample_weight, minlength=k)).astype(np.int64)
 
 
 class SupportCenters:
@@ -337,6 +284,7 @@ class SupportCenters:
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
         counts: np.ndarray, update: bool, raw: RawRows | None = None,
         sample_weight: np.ndarray | None = None, rng: np.random.Generator | None = None,
+        screen: Screen | None = None,
     ) -> StepOutcome:
         """Assign the batch; if ``update``, move the centers toward its cluster means.
 
@@ -356,6 +304,10 @@ class SupportCenters:
         The batch is processed in row chunks (:mod:`streamkm._core.threads`): each chunk's
         kernel block is reduced to per-batch partial sums and to the row's values against
         its own center right away, so no (b x support) block outlives its chunk.
+
+        ``screen`` (see :data:`Screen`) sees the assignment before the update; the rows it
+        excludes are assigned, counted and in both objectives, but neither move a center
+        nor enter its support (learning rates use the kept rows only).
         """
         b = x.shape[0]
         k = self.n_clusters
@@ -365,6 +317,8 @@ class SupportCenters:
         inner = np.empty((b, k))
         labels = np.empty(b, dtype=np.int64)
         mind = np.empty(b, dtype=x.dtype)
+        second = np.empty(b, dtype=np.int64)
+        second_d = np.empty(b, dtype=x.dtype)
         own_old = np.empty((b, int((hi - lo).max())), dtype=x.dtype) if update else None
         with step_threads():
             threads = block_threads(b, self.rows.shape[0])
@@ -377,8 +331,9 @@ class SupportCenters:
                                          self.row_sq_norms, group_lo, group_hi, self.weights,
                                          group_sums[a:e])
                 _nc.sum_groups_per_center(group_sums[a:e], ones, center_groups, inner[a:e])
-                totals[index] = _nc.nearest_center(diag[a:e], inner[a:e], self.center_sq_norms,
-                                                   labels[a:e], mind[a:e])
+                totals[index] = _nc.nearest_two_centers(
+                    diag[a:e], inner[a:e], self.center_sq_norms, labels[a:e], mind[a:e],
+                    second[a:e], second_d[a:e])
                 if own_old is not None:
                     _nc.copy_own_segment(kb, labels[a:e], lo, hi, own_old[a:e])
 
@@ -391,26 +346,41 @@ class SupportCenters:
                 batch_counts = _weighted_counts(labels, k, sample_weight)
                 weighted_b = int(batch_counts.sum())
                 before = _weighted_mean(mind, sample_weight)
+            kept = _kept_rows(None if screen is None else screen(labels, mind))
             if not update:
-                return StepOutcome(labels, mind, batch_counts, before, None)
-            return self._update(x, x_sq, diag, raw, labels, mind, row_counts, batch_counts,
-                                before, learning_rates(learning_rate, batch_counts, weighted_b,
-                                                       counts),
-                                sample_weight, rng, group_lo, group_sums, owner,
-                                center_groups, own_old)
+                return StepOutcome(labels, mind, batch_counts, before, None, second, second_d)
+            update_counts = batch_counts
+            if kept is not None:
+                update_counts = np.bincount(labels[kept], minlength=k).astype(np.int64)
+                if sample_weight is not None:
+                    update_counts = _weighted_counts(labels[kept], k, sample_weight[kept])
+                weighted_b = max(int(update_counts.sum()), 1)
+            after = self._update(x, x_sq, diag, raw, labels, row_counts,
+                                 learning_rates(learning_rate, update_counts, weighted_b, counts),
+                                 sample_weight, rng, group_lo, group_sums, owner, center_groups,
+                                 own_old, kept)
+            return StepOutcome(labels, mind, batch_counts, before, after, second, second_d)
 
     def _update(self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, raw: RawRows | None,
-                labels: np.ndarray, mind: np.ndarray, row_counts: np.ndarray,
-                batch_counts: np.ndarray, before: float, alpha: np.ndarray,
+                labels: np.ndarray, row_counts: np.ndarray, alpha: np.ndarray,
                 sample_weight: np.ndarray | None, rng: np.random.Generator | None,
                 group_lo: np.ndarray, group_sums: np.ndarray, owner: np.ndarray,
-                center_groups: np.ndarray, own_old: np.ndarray) -> StepOutcome:
-        """Second half of :meth:`step`: move the centers, truncate, rebuild the Gram
-        matrices, and evaluate the batch objective under the new centers."""
+                center_groups: np.ndarray, own_old: np.ndarray, kept: np.ndarray | None
+                ) -> float:
+        """Second half of :meth:`step`: move the centers (toward the ``kept`` rows only,
+        when given), truncate, rebuild the Gram matrices; returns the batch objective
+        under the new centers."""
         b = x.shape[0]
         k = self.n_clusters
         lo, hi = self.offsets[:-1], self.offsets[1:]
-        members, new_start, share = self._newest_rows(labels, row_counts, sample_weight, rng)
+        if kept is None:
+            members, new_start, share = self._newest_rows(labels, row_counts, sample_weight,
+                                                          rng)
+        else:
+            members, new_start, share = self._newest_rows(
+                labels[kept], np.bincount(labels[kept], minlength=k).astype(np.int64),
+                None if sample_weight is None else sample_weight[kept], rng)
+            members = kept[members]
         n_new = np.diff(new_start)
         keep_from = _nc.truncation_starts(group_lo, center_groups, lo, hi, n_new, self.tau)
         cum_w = np.concatenate([[0.0], np.cumsum(self.weights)])
@@ -473,7 +443,7 @@ class SupportCenters:
                                          mind_after)) / b
         if sample_weight is not None:
             after = _weighted_mean(mind_after, sample_weight)
-        return StepOutcome(labels, mind, batch_counts, before, after)
+        return after
 
     # ------------------------------------------------------------------ structure (drift)
     def _segment(self, j: int) -> _Segment:
@@ -624,157 +594,5 @@ class SupportCenters:
             tags=arrays["support_tags"].astype(np.int64), offsets=offsets, grams=grams,
             next_tag=next_tag, raw=raw_from_arrays(arrays, "support_raw"),
         )
-        store.center_sq_norms = arrays["center_sq_norms"].astype(np.float64)
-        return store
-
-
-class ExplicitCenters:
-    """Explicit centroid vectors for the linear kernel (no support sets)."""
-
-    def __init__(self, centers: np.ndarray, raw: np.ndarray | None = None) -> None:
-        self.centers = np.ascontiguousarray(centers)
-        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
-        self.raw = raw  # (k, D) float64 raw-space centroids, updated by the same rule
-
-    @classmethod
-    def from_seeds(cls, x: np.ndarray, idx: np.ndarray) -> ExplicitCenters:
-        return cls(x[idx].copy())
-
-    @classmethod
-    def from_sample_weights(cls, sample: np.ndarray, weights: np.ndarray,
-                            raw_sample: RawRows | None = None) -> ExplicitCenters:
-        """Centers given as convex weights (k, n) over the sample rows."""
-        raw = None if raw_sample is None else np.asarray(raw_sample.T @ weights.T).T
-        return cls((weights @ sample).astype(sample.dtype), raw)
-
-    @property
-    def n_clusters(self) -> int:
-        return self.centers.shape[0]
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.centers.dtype
-
-    def support_sizes(self) -> np.ndarray:
-        return np.ones(self.n_clusters, dtype=np.int64)
-
-    def sq_distances(self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray) -> np.ndarray:
-        inner = x @ self.centers.T
-        return _nc.sq_distances_from_inner(diag, inner, self.center_sq_norms, inner)
-
-    def step(
-        self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
-        counts: np.ndarray, update: bool, raw: RawRows | None = None,
-        sample_weight: np.ndarray | None = None, rng: np.random.Generator | None = None,
-    ) -> StepOutcome:
-        """Assign the batch; if ``update``, move the centroids toward its cluster means
-        (weighted means with ``sample_weight``, see :meth:`SupportCenters.step`; ``rng``
-        is unused: explicit centroids keep no support rows to subsample)."""
-        b = x.shape[0]
-        k = self.n_clusters
-        labels, mind, before = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
-        if sample_weight is not None:
-            return self._weighted_step(x, diag, labels, mind, learning_rate=learning_rate,
-                                       counts=counts, update=update,
-                                       sample_weight=sample_weight, raw=raw)
-        sums = np.empty((k, x.shape[1]), dtype=np.float64)
-        batch_counts = np.empty(k, dtype=np.int64)
-        if not update:
-            return StepOutcome(labels, mind, np.bincount(labels, minlength=k).astype(np.int64),
-                               before, None)
-        cluster_sums(x, labels, sums, batch_counts)
-        alpha = learning_rates(learning_rate, batch_counts, b, counts)
-        moved = batch_counts > 0
-        means = sums[moved] / batch_counts[moved, None]
-        a = alpha[moved, None]
-        self.centers[moved] = ((1.0 - a) * self.centers[moved] + a * means).astype(x.dtype)
-        if self.raw is not None:
-            raw_means = cluster_means(raw, labels, batch_counts)
-            self.raw[moved] = (1.0 - a) * self.raw[moved] + a * raw_means[moved]
-        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
-        _, _, after = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
-        return StepOutcome(labels, mind, batch_counts, before, after)
-
-    def _weighted_step(self, x: np.ndarray, diag: np.ndarray, labels: np.ndarray,
-                       mind: np.ndarray, *, learning_rate: str, counts: np.ndarray,
-                       update: bool, sample_weight: np.ndarray,
-                       raw: RawRows | None = None) -> StepOutcome:
-        k = self.n_clusters
-        batch_counts = _weighted_counts(labels, k, sample_weight)
-        before = _weighted_mean(mind, sample_weight)
-        if not update:
-            return StepOutcome(labels, mind, batch_counts, before, None)
-        membership = np.zeros((k, x.shape[0]))
-        membership[labels, np.arange(x.shape[0])] = sample_weight
-        sums = membership @ x.astype(np.float64)
-        alpha = learning_rates(learning_rate, batch_counts, int(batch_counts.sum()), counts)
-        moved = batch_counts > 0
-        means = sums[moved] / batch_counts[moved, None]
-        a = alpha[moved, None]
-        self.centers[moved] = ((1.0 - a) * self.centers[moved] + a * means).astype(x.dtype)
-        if self.raw is not None:
-            raw_means = cluster_means(raw, labels, batch_counts, sample_weight)
-            self.raw[moved] = (1.0 - a) * self.raw[moved] + a * raw_means[moved]
-        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
-        _, mind_after, _ = _assign(diag, x @ self.centers.T, self.center_sq_norms, x.dtype)
-        return StepOutcome(labels, mind, batch_counts, before,
-                           _weighted_mean(mind_after, sample_weight))
-
-    def split(self, j: int, rows_a: np.ndarray, rows_b: np.ndarray, *,
-              raw_a: RawRows | None = None, raw_b: RawRows | None = None) -> None:
-        """Replace center j by the mean of ``rows_a`` and append the mean of ``rows_b``
-        (raw centroids from ``raw_a`` / ``raw_b`` when the store keeps them)."""
-        _check_split_raw(self.raw is not None, raw_a, raw_b)
-        if rows_a.shape[0] == 0 or rows_b.shape[0] == 0:
-            raise ValidationError(
-                f"a split half must hold at least one row, got {rows_a.shape[0]} and "
-                f"{rows_b.shape[0]}"
-            )
-        means = [np.asarray(r, dtype=np.float64).mean(axis=0) for r in (rows_a, rows_b)]
-        self.centers[j] = means[0].astype(self.dtype)
-        self.centers = np.ascontiguousarray(
-            np.vstack([self.centers, means[1].astype(self.dtype)[None, :]]))
-        if self.raw is not None:
-            self.raw[j] = _raw_mean(raw_a)
-            self.raw = np.vstack([self.raw, _raw_mean(raw_b)[None, :]])
-        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
-
-    def merge(self, keep: int, drop: int, size_keep: float, size_drop: float) -> int:
-        """Merge center ``drop`` into ``keep`` (size-weighted mean, halves when both sizes
-        are 0); ``drop`` is removed. Returns the merged center's new position."""
-        if keep == drop:
-            raise ValidationError(f"cannot merge center {keep!r} with itself")
-        total = float(size_keep) + float(size_drop)
-        share = float(size_keep) / total if total > 0 else 0.5
-        merged = (share * self.centers[keep].astype(np.float64)
-                  + (1.0 - share) * self.centers[drop].astype(np.float64))
-        self.centers[keep] = merged.astype(self.dtype)
-        self.centers = np.ascontiguousarray(np.delete(self.centers, drop, axis=0))
-        if self.raw is not None:
-            self.raw[keep] = share * self.raw[keep] + (1.0 - share) * self.raw[drop]
-            self.raw = np.delete(self.raw, drop, axis=0)
-        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
-        return keep - int(keep > drop)
-
-    def center_inner_products(self) -> np.ndarray:
-        """<C_a, C_b> for every pair of centers, shape (k, k), float64."""
-        c = self.centers.astype(np.float64)
-        out = c @ c.T
-        out[np.diag_indices(self.n_clusters)] = self.center_sq_norms
-        return out
-
-    def reproject(self, centers: np.ndarray) -> None:
-        """Replace the centers by the new features of their raw centroids (a new sketch)."""
-        self.centers = np.ascontiguousarray(centers)
-        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        raw = {} if self.raw is None else {"raw_centers": self.raw}
-        return {"centers": self.centers, "center_sq_norms": self.center_sq_norms, **raw}
-
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> ExplicitCenters:
-        raw = arrays.get("raw_centers")
-        store = cls(arrays["centers"].copy(), None if raw is None else raw.copy())
         store.center_sq_norms = arrays["center_sq_norms"].astype(np.float64)
         return store

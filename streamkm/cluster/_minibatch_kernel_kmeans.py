@@ -29,9 +29,11 @@ from streamkm._core.state_io import read_npz, write_npz_atomic
 from streamkm._core.threads import step_threads
 from streamkm._core.validation import check_array, check_random_state
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters, sq_norms
+from streamkm.cluster._inputs import check_raw, check_sample_weight
 from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refresh_model_kernel,
                                               refresh_reason)
 from streamkm.cluster._monitor import ConvergenceMonitor
+from streamkm.cluster._novelty import NoveltyBuffers, NoveltyMixin, confidence_fields
 from streamkm.cluster._state import model_from_state, model_state
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
@@ -49,11 +51,11 @@ _BLOCK_ELEMENTS = 1 << 22  # kernel-block entries per chunk in transform / predi
 #: Parameters a fitted model is built from: changing one between ``partial_fit`` / ``step``
 #: calls raises (refit or clone instead). The others take effect as documented in the class.
 FROZEN_AFTER_FIT = ("n_clusters", "kernel", "gamma", "kernel_params", "degree", "coef0", "tau", "tol",
-                    "patience", "wake_margin", "smoothing", "drift")
+                    "patience", "wake_margin", "smoothing", "drift", "novelty_window")
 
 
-class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
-                            TransformerMixin, StreamkmEstimator):
+class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMixin,
+                            ClusterMixin, TransformerMixin, StreamkmEstimator):
     """Mini-batch kernel k-means with sliding-window truncated centers.
 
     Each center is a convex combination of recent data rows in the kernel's feature space
@@ -155,6 +157,20 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         of clusters within [k_min, k_max], stable cluster ids. ``True`` uses the default
         :class:`streamkm.drift.DriftPolicy`, a dict sets some of its fields. None (default)
         leaves the number of clusters fixed.
+    outlier_alpha : float in (0, 1) or None, default=None
+        Flag a record as an outlier when its novelty (see :meth:`score_samples` and
+        ``StepReport.novelty``) is at most this level: on a stream without outliers about
+        this share of records is flagged (docs/novelty.md gives the measured rates). None
+        (default) flags nothing; novelty is computed either way.
+    outliers : {"exclude", "learn"}, default="exclude"
+        What flagged records do: ``"exclude"``: they are assigned and reported but do not
+        move centers (nor enter their support); ``"learn"``: they are learnt like any
+        record. Every assigned record enters its cluster's novelty buffer either way.
+    novelty_window : int, default=256
+        Recent members' squared kernel distances kept per cluster for the novelty score.
+    label_outliers : bool, default=False
+        When True (and ``outlier_alpha`` is set), :meth:`predict` and ``labels_`` give -1
+        for flagged records, as DBSCAN does for noise. Step reports keep the clusters.
 
     Attributes
     ----------
@@ -250,6 +266,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         "smoothing": [Interval(Real, 0, 1, closed="right")],
         "random_state": RANDOM_STATE_CONSTRAINT,
         "drift": ["boolean", dict, DriftPolicy, None],
+        "outlier_alpha": [Interval(Real, 0, 1, closed="neither"), None],
+        "outliers": [StrOptions({"exclude", "learn"})],
+        "novelty_window": [Interval(Integral, 1, None, closed="left")],
+        "label_outliers": ["boolean"],
     }
 
     def __init__(
@@ -275,6 +295,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         random_state: int | np.random.Generator | None = None,
         drift: Any = None,
         kernel_params: dict[str, Any] | None = None,
+        outlier_alpha: float | None = None,
+        outliers: str = "exclude",
+        novelty_window: int = 256,
+        label_outliers: bool = False,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -296,6 +320,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self.random_state = random_state
         self.drift = drift
         self.kernel_params = kernel_params
+        self.outlier_alpha = outlier_alpha
+        self.outliers = outliers
+        self.novelty_window = novelty_window
+        self.label_outliers = label_outliers
 
     # ------------------------------------------------------------------ parameters
     def _check_param_relations(self) -> None:
@@ -349,7 +377,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
     # ------------------------------------------------------------------ initialisation
     def _reset(self) -> None:
         for name in ("_centers", "_kernel_spec", "_monitor", "_rng", "_drift", "_reservoir",
-                     "_pending_events"):
+                     "_pending_events", "_novelty"):
             self.__dict__.pop(name, None)
 
     def _initialize(self, sample: np.ndarray, rng: np.random.Generator,
@@ -406,6 +434,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self.batch_objective_ = math.nan
         self.improvement_ = None
         self.init_objective_ = best_objective
+        self._novelty = NoveltyBuffers.empty(int(self.novelty_window), np.arange(k))
         self._remember_frozen_params()
         policy = self._drift_policy()
         if policy is not None:
@@ -449,7 +478,9 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         self.n_iter_ = n_iter
         sq_distances = self._chunked_distances(self._centers, x)
         self.labels_ = np.argmin(sq_distances, axis=1).astype(np.int64)
-        self.inertia_ = float(sq_distances.min(axis=1).sum(dtype=np.float64))
+        nearest = sq_distances[np.arange(n), self.labels_]
+        self.inertia_ = float(nearest.sum(dtype=np.float64))
+        self.labels_ = self._labels_with_outliers(self.labels_, self._flagged(self.labels_, nearest))
         return self
 
     def partial_fit(self, X: Any, y: Any = None,
@@ -462,7 +493,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         attributes); which parameters may change between calls is in the class Notes.
         """
         report = self.step(X, sample_weight=sample_weight)
-        self.labels_ = report.labels
+        self.labels_ = self._labels_with_outliers(report.labels, report.outliers)
         distances = report.sq_distances.astype(np.float64)
         if sample_weight is not None:
             distances = distances * np.asarray(sample_weight, dtype=np.float64)
@@ -491,12 +522,12 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         With ``raw`` the kept raw support rows (raw centroids: weighted raw means) follow
         the same rule.
         """
-        weights = None if sample_weight is None else _check_sample_weight(
+        weights = None if sample_weight is None else check_sample_weight(
             sample_weight, getattr(X, "shape", (len(X),))[0])
         if not self._is_fitted():
             self._validate_params()
             x = self._validate_X(X, reset=True)
-            self._check_raw(raw, x.shape[0], first=True)
+            check_raw(self, raw, x.shape[0], first=True)
             init_size = x.shape[0] if self.init_size is None else min(x.shape[0], self.init_size)
             with step_threads():
                 self._initialize(x[:init_size], check_random_state(self.random_state),
@@ -509,11 +540,12 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         else:
             self._check_frozen_params()
             x = self._check_input(X)
-            self._check_raw(raw, x.shape[0], first=False)
+            check_raw(self, raw, x.shape[0], first=False)
         report = self._learn(self._kernel_spec.prepare(x), raw, weights)
-        if not self._kernel_spec.kind.fitted:
-            return report
-        return self._follow_stream(report, x, raw)
+        if self._kernel_spec.kind.fitted:
+            report = self._follow_stream(report, x, raw)
+        self._novelty_buffers().forget_rebuilt(report.events)
+        return report
 
     def _follow_stream(self, report: StepReport, x: np.ndarray, raw: RawRows | None
                        ) -> StepReport:
@@ -537,6 +569,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         """Refit the graph kernel on the reservoir and move the centers and the drift
         windows into its feature space, where drift handling reviews every cluster once;
         the ``kernel_refreshed`` event and the splits it led to."""
+        self._novelty_buffers().forget(self._position_ids())
         return refresh_model_kernel(self, reason, new_rows)
 
     def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
@@ -545,10 +578,14 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         x_sq = sq_norms(x)
         diag = self._kernel_spec.diagonal(x)
         update = not self._monitor.converged
+        ids = self._position_ids()
+        screen = self._novelty_screen()
         outcome = self._centers.step(
             x, x_sq, diag, learning_rate=self.learning_rate, counts=self.counts_, update=update,
-            raw=raw, rng=self._rng, **({} if weights is None else {"sample_weight": weights}),
+            raw=raw, rng=self._rng, screen=screen,
+            **({} if weights is None else {"sample_weight": weights}),
         )
+        screen.buffers.push(outcome.labels, outcome.min_sq_distances)
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
         improvement = None
@@ -583,29 +620,10 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
             labels=outcome.labels, sq_distances=outcome.min_sq_distances,
             objective=outcome.objective_before, improvement=improvement, updated=update,
             step=self.n_steps_, cluster_ids=cluster_ids, events=tuple(events),
+            novelty=screen.novelty, outliers=screen.outliers,
+            **confidence_fields(outcome.second_labels, outcome.second_sq_distances,
+                                outcome.min_sq_distances, ids),
         )
-
-    def _check_raw(self, raw: RawRows | None, n: int, *, first: bool) -> None:
-        keeps_raw = raw is not None if first else self._centers.raw is not None
-        if keeps_raw and raw is None:
-            raise ValidationError(
-                "this model keeps raw support rows (it was started with raw=...): "
-                "pass raw= with every batch"
-            )
-        if not keeps_raw and raw is not None:
-            raise ValidationError("this model was started without raw rows: raw= is not accepted")
-        if raw is not None:
-            if getattr(raw, "ndim", 2) != 2 or raw.shape[0] != n:
-                raise ValidationError(
-                    f"raw must have one row per row of X ({n}), got shape {raw.shape!r}"
-                )
-            if first:
-                self._raw_n_features = int(raw.shape[1])
-            elif raw.shape[1] != self._raw_n_features:
-                raise ValidationError(
-                    f"raw has {raw.shape[1]} features, but the model was started with "
-                    f"{self._raw_n_features}"
-                )
 
     def resketch(self, transform: Callable[[RawRows], np.ndarray]) -> None:
         """Re-project the kept raw rows with a new sketch ``transform`` (raw rows -> features).
@@ -628,6 +646,7 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         if drift is not None:
             spreads_before = drift.window_spreads(self._centers, self._kernel_spec)
         self._centers.reproject(rows)
+        self._novelty_buffers().forget(self._position_ids())
         self.n_features_in_ = int(rows.shape[1])
         self.__dict__.pop("feature_names_in_", None)
         if drift is not None:
@@ -678,10 +697,6 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         A DataFrame with ``set_output(transform="pandas")``.
         """
         return self._sq_distances(X)
-
-    def predict(self, X: Any) -> np.ndarray:
-        """Index of the nearest center of each row (int64)."""
-        return np.argmin(self._sq_distances(X), axis=1).astype(np.int64)
 
     def score(self, X: Any, y: Any = None) -> float:
         """Minus the mean squared kernel distance of the rows of X to their nearest center.
@@ -778,20 +793,3 @@ class MiniBatchKernelKMeans(PreservesFloat32Mixin, ClassNamePrefixFeaturesOutMix
         """Read a model written by :meth:`save` (verifying its SHA-256 digests)."""
         arrays, meta = read_npz(path)
         return cls.from_state(arrays, meta)
-
-
-def _check_sample_weight(sample_weight: Any, n: int) -> np.ndarray:
-    """Positive integer multiplicities as float64, one per row."""
-    w = np.asarray(sample_weight)
-    if w.ndim != 1 or w.shape[0] != n:
-        raise ValidationError(
-            f"sample_weight must have shape ({n},), got {w.shape!r}"
-        )
-    if w.dtype.kind not in "iuf" or (w.dtype.kind == "f" and not np.all(np.isfinite(w))):
-        raise ValidationError(f"sample_weight must be numeric and finite, got dtype {w.dtype}")
-    if n and (w.min() < 1 or np.any(w != np.rint(w)) or w.max() > 2**52):
-        bad = w[(w < 1) | (w != np.rint(w)) | (w > 2**52)][0]
-        raise ValidationError(
-            f"sample_weight must hold integers in [1, 2**52], got {bad!r}"
-        )
-    return w.astype(np.float64)

@@ -14,6 +14,7 @@ from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters
 from streamkm.cluster._kernel_refresh import RowReservoir
 from streamkm.cluster._monitor import ConvergenceMonitor
+from streamkm.cluster._novelty import NoveltyBuffers
 from streamkm.exceptions import StateError
 from streamkm.kernels import KernelSpec
 from streamkm.kernels._decision import AutoDecision
@@ -66,6 +67,8 @@ def model_state(model: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     if reservoir is not None:
         reservoir_arrays, meta["kernel_reservoir"] = reservoir.to_state()
         arrays.update(reservoir_arrays)
+    novelty_arrays, meta["novelty"] = model._novelty_buffers().to_state()
+    arrays.update(novelty_arrays)
     return {name: np.array(value, copy=True) for name, value in arrays.items()}, meta
 
 
@@ -126,6 +129,8 @@ def model_from_state(cls: type, arrays: dict[str, np.ndarray], meta: dict[str, A
         if meta.get("kernel_reservoir") is not None:
             model._reservoir = RowReservoir.from_state(arrays, meta["kernel_reservoir"],
                                                        model._dtype)
+        if meta.get("novelty") is not None:  # states written before novelty: empty buffers
+            model._novelty = NoveltyBuffers.from_state(arrays, meta["novelty"])
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, StateError):
             raise

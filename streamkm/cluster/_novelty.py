@@ -1,0 +1,232 @@
+"""Novelty of each record, the outlier flag and the confidence of an assignment.
+
+Each cluster keeps a bounded buffer of its recent members' squared kernel distances to
+their center (the ``novelty_window`` newest, every assigned row, flagged or not). A
+record's novelty is the conformal p-value of its distance against its cluster's buffer as
+it was before the record's batch: ``(1 + #{buffer >= d}) / (n + 1)``, the share of recent
+members at least as far from the center, in (0, 1]; small means unusual. A cluster whose
+buffer holds fewer than :data:`MIN_MEMBERS` values is not calibrated yet and gives 1.0.
+
+Buffers are keyed by stable cluster id. When a cluster's center is rebuilt rather than
+moved (both halves of a drift split, the result of a merge) its buffer starts empty and
+warms up again; a kernel refit or a re-sketch, which change the feature space, empties
+them all. See docs/novelty.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from streamkm._numba import novelty as _nn
+from streamkm.exceptions import StateError
+
+__all__ = ["MIN_MEMBERS", "NoveltyBuffers", "NoveltyScreen", "NoveltyMixin",
+           "confidence_fields"]
+
+#: Values a cluster's buffer must hold before its novelty is computed (1.0 before).
+MIN_MEMBERS = 20
+_PREFIX = "novelty_"
+
+
+class NoveltyBuffers:
+    """Per-cluster ring buffers of recent members' squared kernel distances (float64).
+
+    Row ``j`` of the arrays belongs to the cluster with stable id ``ids[j]``;
+    :meth:`align` reorders them to the model's clusters before each use.
+    """
+
+    def __init__(self, window: int, ids: np.ndarray, ring: np.ndarray, heads: np.ndarray,
+                 sizes: np.ndarray) -> None:
+        self.window = int(window)
+        self.ids = np.array(ids, dtype=np.int64)
+        self.ring = np.ascontiguousarray(ring, dtype=np.float64)
+        self.heads = np.asarray(heads, dtype=np.int64)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.ordered = np.zeros_like(self.ring)
+        for j, n in enumerate(self.sizes):
+            self.ordered[j, :n] = np.sort(self.ring[j, :n])
+
+    @classmethod
+    def empty(cls, window: int, ids: np.ndarray) -> NoveltyBuffers:
+        """Empty buffers for the clusters ``ids``."""
+        k = len(ids)
+        return cls(window, ids, np.zeros((k, int(window))), np.zeros(k, np.int64),
+                   np.zeros(k, np.int64))
+
+    def align(self, ids: np.ndarray) -> None:
+        """Reorder the buffers to the clusters ``ids`` (position j holds cluster ids[j]):
+        a new id gets an empty buffer, an id no longer present is dropped."""
+        if np.array_equal(ids, self.ids):
+            return
+        ids = np.array(ids, dtype=np.int64)
+        where = {int(c): j for j, c in enumerate(self.ids)}
+        k = ids.shape[0]
+        ring = np.zeros((k, self.window))
+        ordered = np.zeros((k, self.window))
+        heads = np.zeros(k, np.int64)
+        sizes = np.zeros(k, np.int64)
+        for j, c in enumerate(ids):
+            old = where.get(int(c))
+            if old is not None:
+                ring[j], ordered[j] = self.ring[old], self.ordered[old]
+                heads[j], sizes[j] = self.heads[old], self.sizes[old]
+        self.ids, self.ring, self.ordered, self.heads, self.sizes = ids, ring, ordered, heads, sizes
+
+    def pvalues(self, labels: np.ndarray, sq_distances: np.ndarray) -> np.ndarray:
+        """Novelty (float64 in (0, 1]) of rows at ``sq_distances`` from their clusters'
+        centers (positions ``labels``), against the buffers as they are."""
+        out = np.empty(labels.shape[0])
+        return _nn.conformal_pvalues(labels, sq_distances, self.ordered, self.sizes,
+                                     MIN_MEMBERS, out)
+
+    def push(self, labels: np.ndarray, sq_distances: np.ndarray) -> None:
+        """Add every row's distance to its cluster's buffer (in row order)."""
+        _nn.push_members(labels, sq_distances, self.ring, self.heads, self.sizes, self.ordered)
+
+    def forget(self, ids: Any) -> None:
+        """Empty the buffers of the clusters ``ids`` (they warm up again)."""
+        for j in np.flatnonzero(np.isin(self.ids, np.asarray(list(ids), dtype=np.int64))):
+            self.heads[j] = self.sizes[j] = 0
+
+    def forget_rebuilt(self, events: Any) -> None:
+        """Empty the buffers of the clusters a split or a merge among ``events`` rebuilt,
+        and all of them after a kernel refit."""
+        for event in events:
+            kind = event.get("event")
+            if kind == "split":
+                self.forget(event["into"])
+            elif kind == "merge":
+                self.forget([event["into"]])
+            elif kind == "kernel_refreshed":
+                self.forget(self.ids)
+
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Plain arrays and metadata (see :meth:`from_state`)."""
+        arrays = {_PREFIX + "ids": self.ids, _PREFIX + "ring": self.ring,
+                  _PREFIX + "heads": self.heads, _PREFIX + "sizes": self.sizes}
+        return arrays, {"window": self.window}
+
+    @classmethod
+    def from_state(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]
+                   ) -> NoveltyBuffers:
+        """Rebuild buffers from :meth:`to_state` output, bit for bit."""
+        window = int(meta["window"])
+        ring = arrays[_PREFIX + "ring"]
+        ids = arrays[_PREFIX + "ids"]
+        sizes = arrays[_PREFIX + "sizes"]
+        heads = arrays[_PREFIX + "heads"]
+        k = ids.shape[0]
+        if (ring.shape != (k, window) or sizes.shape != (k,) or heads.shape != (k,)
+                or np.any(sizes < 0) or np.any(sizes > window) or np.any(heads < 0)
+                or np.any(heads >= max(window, 1))):
+            raise StateError(
+                f"novelty buffers of shape {ring.shape!r} with sizes {sizes.tolist()!r} and "
+                f"heads {heads.tolist()!r} do not fit {k} clusters of window {window}"
+            )
+        return cls(window, ids.copy(), ring.copy(), heads.copy(), sizes.copy())
+
+
+class NoveltyScreen:
+    """Called by a center store between assignment and update: scores the batch's rows,
+    flags those at most ``alpha`` (none when ``alpha`` is None) and, with ``exclude``,
+    returns the flags as the rows to leave out of the update."""
+
+    def __init__(self, buffers: NoveltyBuffers, alpha: float | None, exclude: bool) -> None:
+        self.buffers = buffers
+        self.alpha = alpha
+        self.exclude = exclude
+        self.novelty: np.ndarray | None = None
+        self.outliers: np.ndarray | None = None
+
+    def __call__(self, labels: np.ndarray, sq_distances: np.ndarray) -> np.ndarray | None:
+        self.novelty = self.buffers.pvalues(labels, sq_distances)
+        self.outliers = flag_outliers(self.novelty, self.alpha)
+        if self.exclude and self.outliers.any():
+            return self.outliers
+        return None
+
+
+def flag_outliers(novelty: np.ndarray, alpha: float | None) -> np.ndarray:
+    """Rows whose novelty is at most ``alpha`` (none when ``alpha`` is None)."""
+    if alpha is None:
+        return np.zeros(novelty.shape[0], dtype=bool)
+    return novelty <= float(alpha)
+
+
+def confidence_fields(second_labels: np.ndarray, second_sq_distances: np.ndarray,
+                      sq_distances: np.ndarray, ids: np.ndarray) -> dict[str, np.ndarray]:
+    """``second_labels``, ``second_cluster_ids`` (-1 without a second cluster) and
+    ``margins`` (second minus nearest squared distance; +inf without a second cluster)."""
+    has_second = second_labels >= 0
+    second_ids = np.full(second_labels.shape[0], -1, dtype=np.int64)
+    second_ids[has_second] = ids[second_labels[has_second]]
+    return {"second_labels": second_labels, "second_cluster_ids": second_ids,
+            "margins": second_sq_distances - sq_distances}
+
+
+class NoveltyMixin:
+    """The novelty side of :class:`~streamkm.cluster.MiniBatchKernelKMeans`: the buffers,
+    the step's screen, ``score_samples`` and labels that mark outliers -1."""
+
+    outlier_alpha: float | None
+    outliers: str
+    novelty_window: int
+    label_outliers: bool
+
+    def _position_ids(self) -> np.ndarray:
+        """Stable id of the cluster at each position now."""
+        drift = self.__dict__.get("_drift")
+        if drift is None:
+            return np.arange(self._centers.n_clusters, dtype=np.int64)  # type: ignore[attr-defined]
+        return drift.cluster_ids
+
+    def _novelty_buffers(self) -> NoveltyBuffers:
+        """The buffers, aligned to the clusters' positions (empty when the state had none)."""
+        buffers = self.__dict__.get("_novelty")
+        ids = self._position_ids()
+        if buffers is None:
+            buffers = self._novelty = NoveltyBuffers.empty(int(self.novelty_window), ids)
+        buffers.align(ids)
+        return buffers
+
+    def _novelty_screen(self) -> NoveltyScreen:
+        return NoveltyScreen(self._novelty_buffers(), self.outlier_alpha,
+                             self.outliers == "exclude")
+
+    def _labels_with_outliers(self, labels: np.ndarray, outliers: np.ndarray) -> np.ndarray:
+        """``labels`` with -1 for flagged rows when ``label_outliers`` is set."""
+        if not self.label_outliers or not outliers.any():
+            return labels
+        return np.where(outliers, -1, labels).astype(np.int64)
+
+    def _flagged(self, labels: np.ndarray, sq_distances: np.ndarray) -> np.ndarray:
+        """Rows at ``sq_distances`` from their centers ``labels`` whose novelty is at most
+        ``outlier_alpha`` (none when it is None)."""
+        if self.outlier_alpha is None:
+            return np.zeros(labels.shape[0], dtype=bool)
+        return flag_outliers(self._novelty_buffers().pvalues(labels, sq_distances),
+                             self.outlier_alpha)
+
+    def _nearest_with_novelty(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Nearest center of each row of X and the row's novelty."""
+        distances = self._sq_distances(X)  # type: ignore[attr-defined]
+        labels = np.argmin(distances, axis=1).astype(np.int64)
+        nearest = distances[np.arange(labels.shape[0]), labels]
+        return labels, self._novelty_buffers().pvalues(labels, nearest)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Novelty of each row of X: the share of its nearest cluster's recent members at
+        least as far from the center (float64 in (0, 1]; higher is more typical, the
+        convention of scikit-learn's outlier detectors). 1.0 for a cluster with fewer than
+        20 recent members. Learns nothing (docs/novelty.md)."""
+        return self._nearest_with_novelty(X)[1]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Index of the nearest center of each row (int64); -1 for rows whose novelty is at
+        most ``outlier_alpha`` when ``label_outliers`` is set."""
+        if not self.label_outliers or self.outlier_alpha is None:
+            return np.argmin(self._sq_distances(X), axis=1).astype(np.int64)  # type: ignore[attr-defined]
+        labels, novelty = self._nearest_with_novelty(X)
+        return self._labels_with_outliers(labels, flag_outliers(novelty, self.outlier_alpha))

@@ -1,0 +1,257 @@
+"""Novelty, outliers and assignment confidence in MiniBatchKernelKMeans: the score and the
+flag in step reports, the exclude / learn policies, -1 labels, second-nearest clusters and
+margins, float32, parameters, the state round trip, drift and the River adapter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamkm import MiniBatchKernelKMeans, ParameterError
+from streamkm.cluster._novelty import MIN_MEMBERS, NoveltyBuffers
+
+pytestmark = pytest.mark.unit
+
+MEANS = np.array([[0.0, 0.0, 0.0], [6.0, 0.0, 0.0], [0.0, 6.0, 0.0]])
+
+
+def _inliers(n, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return (MEANS[rng.integers(3, size=n)] + rng.normal(size=(n, 3))).astype(dtype)
+
+
+def _warm(model, n_batches=4, seed=0, dtype=np.float64):
+    for i in range(n_batches):
+        model.step(_inliers(600, seed=seed + i, dtype=dtype))
+    return model
+
+
+def _with_far_rows(seed=10, n_far=6, dtype=np.float64):
+    x = _inliers(600, seed=seed, dtype=dtype)
+    x[:n_far] = np.array([30.0, 30.0, 30.0]) + np.arange(n_far)[:, None]
+    return x
+
+
+def test_novelty_is_a_conformal_pvalue_against_the_buffers_before_the_batch():
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0, novelty_window=64))
+    buffers = [model._novelty.ordered[j, :model._novelty.sizes[j]].copy() for j in range(3)]
+    report = model.step(_with_far_rows())
+    assert report.novelty.dtype == np.float64 and report.novelty.shape == (600,)
+    for i in range(0, 600, 37):
+        values = buffers[report.labels[i]]
+        expected = (1 + (values >= float(report.sq_distances[i])).sum()) / (values.shape[0] + 1)
+        assert report.novelty[i] == expected
+    assert (report.novelty[:6] == 1 / 65).all()  # farther than every recent member
+    assert not report.outliers.any()  # outlier_alpha=None flags nothing
+    assert model._novelty.sizes.tolist() == [64, 64, 64]  # the batch entered the buffers
+
+
+def test_a_new_model_gives_one_until_its_clusters_have_enough_members():
+    model = MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=0.2)
+    report = model.step(_inliers(3 * MIN_MEMBERS - 3))
+    assert (report.novelty == 1.0).all() and not report.outliers.any()
+    assert (model.score_samples(_inliers(50, seed=1)) <= 1.0).all()
+
+
+def test_flagged_rows_do_not_move_centers_with_exclude_and_do_with_learn():
+    base = _warm(MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=0.01))
+    arrays, meta = base.get_state()
+    exclude = MiniBatchKernelKMeans.from_state(arrays, meta)
+    learn = MiniBatchKernelKMeans.from_state(arrays, meta).set_params(outliers="learn")
+    x = _with_far_rows()
+    report = exclude.step(x)
+    assert report.outliers[:6].all()
+    flagged = report.outliers
+    np.testing.assert_array_equal(learn.step(x).outliers, flagged)
+    # the excluded model moved exactly as if the flagged rows had not been in the batch
+    without = MiniBatchKernelKMeans.from_state(arrays, meta)
+    without.step(x[~flagged])
+    probe = _inliers(300, seed=99)
+    np.testing.assert_allclose(exclude.transform(probe), without.transform(probe), rtol=1e-9)
+    assert not np.allclose(learn.transform(probe), exclude.transform(probe))
+    support = exclude._centers.rows
+    assert not (support[:, None, :] == x[flagged][None, :, :]).all(axis=2).any()
+    # every assigned row is counted and enters its cluster's buffer, flagged or not
+    assert exclude.counts_.sum() == learn.counts_.sum() == base.counts_.sum() + 600
+    assert exclude._novelty.ordered.max() == pytest.approx(report.sq_distances.max())
+
+
+def test_exclude_with_explicit_centers_leaves_flagged_rows_out_of_the_means():
+    base = _warm(MiniBatchKernelKMeans(3, kernel="linear", random_state=0, outlier_alpha=0.01))
+    arrays, meta = base.get_state()
+    exclude = MiniBatchKernelKMeans.from_state(arrays, meta)
+    x = _with_far_rows()
+    flagged = exclude.step(x).outliers
+    assert flagged[:6].all()
+    without = MiniBatchKernelKMeans.from_state(arrays, meta)
+    without.step(x[~flagged])
+    np.testing.assert_allclose(exclude.cluster_centers_, without.cluster_centers_, rtol=1e-12)
+
+
+def test_a_batch_of_only_flagged_rows_leaves_the_centers_as_they_were():
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=0.05))
+    probe = _inliers(200, seed=5)
+    before = model.transform(probe)
+    far = np.array([40.0, 40.0, 40.0]) + np.random.default_rng(0).normal(size=(30, 3))
+    report = model.step(far)
+    assert report.outliers.all() and report.updated
+    np.testing.assert_allclose(model.transform(probe), before, rtol=1e-12)
+
+
+def test_without_outlier_alpha_and_with_learn_the_model_learns_identically():
+    plain = _warm(MiniBatchKernelKMeans(3, random_state=0), n_batches=6)
+    learn = _warm(MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=0.05,
+                                        outliers="learn"), n_batches=6)
+    a1, _ = plain.get_state()
+    a2, _ = learn.get_state()
+    for key in a1:
+        np.testing.assert_array_equal(a1[key], a2[key])
+
+
+def test_label_outliers_gives_minus_one_for_flagged_rows_only_when_asked():
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=0.01,
+                                        label_outliers=True))
+    x = _with_far_rows()
+    expected_flags = model.score_samples(x) <= 0.01
+    assert expected_flags[:6].all()
+    labels = model.predict(x)
+    assert (labels[expected_flags] == -1).all() and (labels[~expected_flags] >= 0).all()
+    model.partial_fit(x)
+    assert (model.labels_[:6] == -1).all()
+    model.set_params(label_outliers=False)
+    assert (model.predict(x) >= 0).all()
+    model.set_params(label_outliers=True, outlier_alpha=None)
+    assert (model.predict(x) >= 0).all()
+
+
+def test_partial_fit_labels_mark_the_step_reports_outliers():
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=0.01,
+                                        label_outliers=True))
+    twin = MiniBatchKernelKMeans.from_state(*model.get_state())
+    x = _with_far_rows()
+    report = twin.step(x)
+    model.partial_fit(x)
+    np.testing.assert_array_equal(model.labels_, np.where(report.outliers, -1, report.labels))
+    assert report.labels.min() >= 0  # the report keeps every row's cluster
+
+
+def test_fit_labels_mark_outliers_when_asked():
+    x = np.vstack([_inliers(3000), [[50.0, 50.0, 50.0]]])
+    model = MiniBatchKernelKMeans(3, random_state=0, batch_size=512, outlier_alpha=0.005,
+                                  label_outliers=True).fit(x)
+    assert model.labels_[-1] == -1 and (model.labels_ == -1).mean() < 0.02
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_second_labels_and_margins_match_brute_force(kernel, dtype):
+    model = _warm(MiniBatchKernelKMeans(3, kernel=kernel, random_state=0), dtype=dtype)
+    x = _inliers(400, seed=20, dtype=dtype)
+    distances = model.transform(x).astype(np.float64)
+    report = model.step(x)
+    order = np.argsort(distances, axis=1, kind="stable")
+    np.testing.assert_array_equal(report.labels, order[:, 0])
+    np.testing.assert_array_equal(report.second_labels, order[:, 1])
+    np.testing.assert_array_equal(report.second_cluster_ids, order[:, 1])
+    rows = np.arange(400)
+    expected = distances[rows, order[:, 1]] - distances[rows, order[:, 0]]
+    tol = 1e-3 if dtype == np.float32 else 1e-9
+    np.testing.assert_allclose(report.margins, expected, rtol=tol, atol=tol)
+    assert (report.margins >= 0).all()
+    assert report.margins.dtype == dtype and report.sq_distances.dtype == dtype
+    assert report.novelty.dtype == np.float64
+    assert model.score_samples(x).dtype == np.float64
+
+
+def test_one_cluster_has_no_second():
+    model = MiniBatchKernelKMeans(1, random_state=0)
+    report = model.step(_inliers(100))
+    assert (report.second_labels == -1).all() and (report.second_cluster_ids == -1).all()
+    assert np.isinf(report.margins).all()
+
+
+@pytest.mark.parametrize("params, shown", [
+    ({"outlier_alpha": 1.5}, "1.5"), ({"outlier_alpha": 0.0}, "0.0"),
+    ({"outlier_alpha": "low"}, "'low'"), ({"outliers": "drop"}, "'drop'"),
+    ({"novelty_window": 0}, "0"), ({"label_outliers": "yes"}, "'yes'"),
+])
+def test_bad_novelty_parameters_are_refused_naming_the_value(params, shown):
+    (name,) = params
+    with pytest.raises(ParameterError, match=f"'{name}'.*Got {shown} instead"):
+        MiniBatchKernelKMeans(3, **params).partial_fit(_inliers(100))
+
+
+def test_novelty_window_cannot_change_while_the_model_learns():
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0), n_batches=1)
+    model.set_params(novelty_window=32)
+    with pytest.raises(ParameterError, match="novelty_window"):
+        model.step(_inliers(100))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+def test_state_round_trip_keeps_the_buffers_bit_identically(tmp_path, kernel):
+    model = _warm(MiniBatchKernelKMeans(3, kernel=kernel, random_state=0, outlier_alpha=0.02))
+    path = tmp_path / "model.npz"
+    model.save(path)
+    restored = MiniBatchKernelKMeans.load(path)
+    for seed in (30, 31, 32):
+        x = _with_far_rows(seed=seed)
+        r1, r2 = model.step(x), restored.step(x)
+        for field in ("labels", "sq_distances", "novelty", "outliers", "second_labels",
+                      "second_cluster_ids", "margins"):
+            np.testing.assert_array_equal(getattr(r1, field), getattr(r2, field))
+    a1, m1 = model.get_state()
+    a2, m2 = restored.get_state()
+    assert m1 == m2 and a1.keys() == a2.keys()
+    for key in a1:
+        np.testing.assert_array_equal(a1[key], a2[key])
+
+
+def test_a_state_written_without_buffers_loads_with_empty_ones():
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0))
+    arrays, meta = model.get_state()
+    arrays = {k: v for k, v in arrays.items() if not k.startswith("novelty_")}
+    meta = {k: v for k, v in meta.items() if k != "novelty"}
+    meta["params"] = {k: v for k, v in meta["params"].items()
+                      if k not in ("outlier_alpha", "outliers", "novelty_window",
+                                   "label_outliers")}
+    restored = MiniBatchKernelKMeans.from_state(arrays, meta)
+    x = _inliers(300, seed=40)
+    assert (restored.score_samples(x) == 1.0).all()
+    np.testing.assert_array_equal(restored.predict(x), model.predict(x))
+    restored.step(x)
+    assert restored._novelty.sizes.sum() == 300
+
+
+def test_buffers_follow_stable_ids_and_rebuilt_clusters_start_empty():
+    buffers = NoveltyBuffers.empty(8, np.array([0, 1, 2]))
+    buffers.push(np.array([0, 0, 1, 2, 2, 2]), np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
+    buffers.align(np.array([2, 0, 5]))  # cluster 1 merged away, new cluster 5
+    assert buffers.sizes.tolist() == [3, 2, 0]
+    np.testing.assert_array_equal(buffers.ordered[0, :3], [4.0, 5.0, 6.0])
+    buffers.forget_rebuilt([{"event": "split", "into": [2, 7]}, {"event": "converged"}])
+    assert buffers.sizes.tolist() == [0, 2, 0]
+    buffers.forget_rebuilt([{"event": "kernel_refreshed"}])
+    assert buffers.sizes.tolist() == [0, 0, 0]
+
+
+def test_a_drift_split_empties_both_halves_buffers_and_keeps_the_others():
+    from tests.drift.test_drift_engine import CHANGE, drifting_batches
+
+    model = MiniBatchKernelKMeans(3, random_state=0, drift=True, outlier_alpha=0.01)
+    for x, _ in drifting_batches(0, CHANGE + 20):
+        report = model.step(x)
+        split = [e for e in report.events if e["event"] == "split"]
+        if split:
+            break
+    else:
+        pytest.fail("the drifting stream was not split")
+    ids = model.cluster_ids_
+    sizes = dict(zip(model._novelty.ids.tolist(), model._novelty.sizes.tolist()))
+    assert sizes[split[0]["into"][0]] == 0
+    assert sizes.get(split[0]["into"][1], 0) == 0
+    others = [c for c in ids.tolist() if c not in split[0]["into"]]
+    assert others and all(sizes[c] > 0 for c in others)
+    report = model.step(drifting_batches(1, CHANGE + 1)[-1][0])
+    new_rows = np.isin(report.cluster_ids, split[0]["into"])
+    assert (report.novelty[new_rows] == 1.0).all()  # warming up again
