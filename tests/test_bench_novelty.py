@@ -255,11 +255,7 @@ def test_the_engine_before_the_novelty_score_is_exported_from_git(tmp_path):
     assert not (root / "streamkm.tar").exists()
 
 
-_NOVELTY_ENGINE = "outlier_alpha" in __import__("streamkm").MiniBatchKernelKMeans().get_params()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _NOVELTY_ENGINE, reason="the engine has no novelty score yet")
 def test_quick_run_scores_every_detector_and_writes_the_docs_tables(tmp_path, capsys):
     bench = _load("bench_novelty")
     out = tmp_path / "novelty.json"
