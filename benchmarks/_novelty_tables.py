@@ -185,13 +185,15 @@ def new_mode_table(nm: dict[str, Any]) -> str:
     windows = nm["windows"]
     first = next(i for i, w in enumerate(windows) if w["start"] >= nm["appears_at"])
     last = first + 10
-    if nm["first_birth_after_window"] is not None:
-        last = max(last, nm["first_birth_after_window"] + 2)
+    for later in (nm["first_birth_after_window"], nm.get("first_change_after_window")):
+        if later is not None:
+            last = max(last, later + 2)
     lines = ["| window | first record | new-mode rows | new-mode rows flagged | other rows "
              "flagged | clusters | events |", "|---:|---:|---:|---:|---:|---:|---|"]
     for i in range(max(0, first - 2), min(len(windows), last + 1)):
         w = windows[i]
-        born = ", ".join(f"born (id {e.get('cluster', e.get('id', '?'))})" for e in w["born"])
+        born = ", ".join([f"born (id {e.get('cluster', e.get('id', '?'))})" for e in w["born"]]
+                         + [_change(e) for e in w.get("changes", [])])
         mark = " (reached)" if i == nm["reached_at_window"] else ""
         lines.append(f"| {i}{mark} | {w['start']:,} | {w['new_rows']} | {w['new_flagged']} "
                      f"| {w['old_flagged']} of {w['old_rows']} | {w['clusters']} | {born} |")
@@ -206,6 +208,16 @@ def new_mode_table(nm: dict[str, Any]) -> str:
               f"{new_flagged} of its {new_rows} rows flagged ({share:.1%}), "
               f"{old_after:.2%} of the other records."]
     return "\n".join(lines)
+
+
+def _change(event: dict[str, Any]) -> str:
+    """A split, merge or retirement as the new-mode table prints it."""
+    kind = event["event"]
+    if kind == "split":
+        return f"split {event.get('cluster')} into {event.get('into')}"
+    if kind == "merge":
+        return f"merge {event.get('clusters')} into {event.get('into')}"
+    return f"{kind} {event.get('cluster', '')}".strip()
 
 
 def ari_table(rows: list[dict[str, Any]]) -> str:
@@ -261,7 +273,10 @@ def render(results: dict[str, Any]) -> str:
         f"{nm['appears_at']:,}; {nm['setting']}. The rows flagged since the appearance reach "
         f"{nm['reach']} in window "
         + (str(nm["reached_at_window"]) if nm["reached_at_window"] is not None else "(never)")
-        + "; births before the appearance: " + str(nm["births_before_appearance"]) + ".",
+        + "; births before the appearance: " + str(nm["births_before_appearance"])
+        + "; first split, merge or retirement after it: "
+        + (f"window {nm['first_change_after_window']}"
+           if nm.get("first_change_after_window") is not None else "none") + ".",
         new_mode_table(nm),
         "### Inlier ARI: outliers excluded from the centers or learnt",
         ari_table(results["ari"]),

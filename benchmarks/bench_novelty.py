@@ -113,7 +113,8 @@ def new_mode_run(s: data.NoveltySet, window: int, reach: int = 64, seed: int = 0
     """streamkm with drift handling (``k_max`` = 2 k) and ``outlier_alpha`` on the stream
     where a new mode appears: per window the new mode's rows flagged and the other rows
     flagged, the window where the flagged rows counted from the appearance reach
-    ``reach``, and every ``born`` event."""
+    ``reach``, every ``born`` event and the other changes of the clusters (``split``,
+    ``merge``, ``retired``)."""
     det = StreamkmDetector(s.n_clusters, seed=seed, drift={"k_max": 2 * s.n_clusters})
     det.start(s.X[:window])
     windows = []
@@ -131,8 +132,12 @@ def new_mode_run(s: data.NoveltySet, window: int, reach: int = 64, seed: int = 0
                         "new_flagged": int(det.flags[new].sum()),
                         "old_flagged": int(det.flags[~new].sum()), "old_rows": int((~new).sum()),
                         "born": [e for e in det.events if e.get("event") == "born"],
+                        "changes": [e for e in det.events
+                                    if e.get("event") in ("split", "merge", "retired")],
                         "clusters": int(det.model.n_clusters_)})
     births = [w for w, row in enumerate(windows) if row["born"]]
+    changes = [w for w, row in enumerate(windows)
+               if row["changes"] and row["start"] >= s.appears_at]
     before = [w for w in births if windows[w]["start"] < s.appears_at]
     after = [w for w in births if windows[w]["start"] >= s.appears_at]
     return {"n": int(s.X.shape[0]), "window": window, "appears_at": s.appears_at,
@@ -141,6 +146,7 @@ def new_mode_run(s: data.NoveltySet, window: int, reach: int = 64, seed: int = 0
             "first_birth_after_window": after[0] if after else None,
             "windows_to_birth": (after[0] - reached_at if after and reached_at is not None
                                  else None),
+            "first_change_after_window": changes[0] if changes else None,
             "setting": det.setting(), "windows": windows}
 
 

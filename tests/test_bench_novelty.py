@@ -199,10 +199,13 @@ def _results() -> dict:
         "new_mode": {"n": 1000, "window": 100, "appears_at": 500, "reach": 64,
                      "reached_at_window": 5, "births_before_appearance": 0,
                      "first_birth_after_window": 6, "windows_to_birth": 1, "setting": "s",
+                     "first_change_after_window": 7,
                      "windows": [{"start": 100 * (i + 1), "new_rows": 20 * (i >= 4),
                                   "new_flagged": 15 * (i >= 4), "old_flagged": 1,
                                   "old_rows": 100 - 20 * (i >= 4),
                                   "born": [{"event": "born", "cluster": 3}] if i == 6 else [],
+                                  "changes": ([{"event": "split", "cluster": 1, "into": [1, 4]}]
+                                              if i == 7 else []),
                                   "clusters": 3 + (i >= 6)} for i in range(9)]},
         "ari": [{"name": "blobs", "n": 1000, "window": 100, "n_clusters": 5,
                  "exclude": {"prequential": 0.9, "final": 0.95},
@@ -224,6 +227,8 @@ def test_tables_state_the_floors_from_the_results():
     assert "**not met**: 1 of 2 runs" in floors  # drift run flagged 3% > 2 alpha
     assert "**met**: 1 windows after the flagged rows reached 64" in floors
     assert "| 6 | 700 | 20 | 15 | 1 of 80 | 4 | born (id 3) |" in text
+    assert "| 7 | 800 | 20 | 15 | 1 of 80 | 4 | split 1 into [1, 4] |" in text
+    assert "first split, merge or retirement after it: window 7." in text
     assert "| glass2 | 214 | 9 | 17 (7.9%) | 32 | 2.0% | 1.0% | 25% |" in text
     assert "| fewer than 500 rows | 1 | 25% | 0.800 | 0.810 |" in text
 
