@@ -54,9 +54,9 @@ def set_scores(truth: np.ndarray, scores: np.ndarray, flag_rate: float) -> dict[
             "p_at_anomaly_rate": precision_at(truth, scores, int(np.sum(truth)))}
 
 
-def median_over_sets(values: list[float]) -> float:
-    """Median of the defined values (NaN when none is)."""
-    kept = [v for v in values if not math.isnan(v)]
+def median_over_sets(values: list[float | None]) -> float:
+    """Median of the defined values (None and NaN are undefined; NaN when none is)."""
+    kept = [v for v in values if v is not None and not math.isnan(v)]
     return float(np.median(kept)) if kept else float("nan")
 
 

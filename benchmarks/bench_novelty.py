@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                           args.baseline_rev)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(results, indent=1) + "\n")
+            args.json.write_text(json.dumps(_nan_to_null(results), indent=1,
+                                            allow_nan=False) + "\n")
     tables = render(results)
     print(tables)
     if args.docs:
@@ -275,6 +276,18 @@ def run_all(quick: bool, repeats: int, baseline_rev: str | None = None, seed: in
     meta["wall_s"] = round(time.perf_counter() - wall, 1)
     meta["cpu_s"] = round(time.process_time(), 1)
     return out
+
+
+def _nan_to_null(value: Any) -> Any:
+    """``value`` with every NaN (an undefined precision) as None, so the file is strict
+    JSON (null); the tables read null as undefined."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_to_null(v) for v in value]
+    return value
 
 
 def _load() -> str:

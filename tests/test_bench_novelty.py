@@ -143,7 +143,8 @@ def test_sets_below_reference_use_the_best_reference_per_set():
     ours = [0.80, 0.90, 0.70]
     refs = [[0.86, 0.80, 0.74], [0.70, 0.96, 0.60]]
     assert metrics.sets_below_reference(ours, refs) == [0, 1]
-    assert metrics.median_over_sets([0.5, float("nan"), 0.7]) == pytest.approx(0.6)
+    assert metrics.median_over_sets([0.5, float("nan"), 0.7, None]) == pytest.approx(0.6)
+    assert np.isnan(metrics.median_over_sets([None, float("nan")]))
 
 
 @pytest.mark.unit
@@ -268,7 +269,8 @@ def test_quick_run_scores_every_detector_and_writes_the_docs_tables(tmp_path, ca
     doc.write_text("reading\n\n<!-- novelty-tables -->\n<!-- /novelty-tables -->\n")
     assert bench.main(["--quick", "--json", str(out), "--docs", str(doc)]) == 0
     printed = capsys.readouterr().out
-    results = json.loads(out.read_text())
+    # strict JSON: an undefined precision is null, not NaN
+    results = json.loads(out.read_text(), parse_constant=lambda name: pytest.fail(name))
     assert len(results["sets"]) == 10
     for s in results["sets"]:
         assert s["scored"] == s["n"] - s["window"]
