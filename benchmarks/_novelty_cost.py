@@ -91,8 +91,12 @@ def _git(*args: str) -> str:
 
 def baseline_revision() -> str | None:
     """The newest first-parent ancestor of HEAD without the novelty module (None if HEAD
-    has none)."""
-    for rev in _git("rev-list", "--first-parent", "HEAD").split():
+    has none, or the checkout is not a git repository)."""
+    try:
+        history = _git("rev-list", "--first-parent", "HEAD").split()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for rev in history:
         listed = _git("ls-tree", "--name-only", rev, NOVELTY_MODULE)
         if not listed:
             return rev
