@@ -148,6 +148,7 @@ class Runtime:
         self._batch_given_up = False  # stop requested while its outputs were refused
         #: Steps batches on their own thread while the next is read (``[batching] overlap``).
         self._stepper: Stepper[Batch, Learned] | None = None
+        self._rebalance_error: BaseException | None = None
         self.health.register("outputs", self._check_outputs)
         learner.attach(self)
 
@@ -320,7 +321,7 @@ class Runtime:
                 if overlapped is not None and self._stepper is not None:
                     self._stepper.submit(overlapped)
                 if self.dynamic is not None:
-                    self.dynamic.poll(0.0)  # stay in the group; rebalance between batches
+                    self._poll(0.0)  # stay in the group; rebalance between batches
             self.settle()
         except BaseException:
             # The model may be ahead of the committed positions: no final checkpoint.
@@ -373,8 +374,18 @@ class Runtime:
             return self._wait_stepping(seconds)
         if self.dynamic is None:
             return self._stop.wait(seconds)
-        self.dynamic.poll(seconds)
+        self._poll(seconds)
         return self._stop.is_set()
+
+    def _poll(self, seconds: float) -> int | None:
+        """Poll the dynamic source; an error that finishing a step in one of its rebalance
+        callbacks met is raised here, on the loop's thread (the client would only log it)."""
+        assert self.dynamic is not None
+        fetched = self.dynamic.poll(seconds)
+        error, self._rebalance_error = self._rebalance_error, None
+        if error is not None:
+            raise error
+        return fetched
 
     def _wait_stepping(self, seconds: float) -> bool:
         """Wait for input while a batch steps: a dynamic source polls without blocking (the
@@ -382,7 +393,7 @@ class Runtime:
         ``seconds`` for the step. A finished step's outputs are written right away."""
         stepper = self._stepper
         assert stepper is not None
-        fetched = self.dynamic.poll(0.0) if self.dynamic is not None else None
+        fetched = self._poll(0.0) if self.dynamic is not None else None
         if not fetched:
             stepper.wait(seconds)
         if stepper.done:
@@ -447,15 +458,14 @@ class Runtime:
         self._write_learned(stepped.batch, stepped.result, stepped.seconds)
 
     def _settle_for_rebalance(self) -> bool:
-        """Before a partition change: finish the batch in flight; ``False`` if its step
-        failed (left for the loop's thread to raise, see :class:`SettlingListener`)."""
-        stepper = self._stepper
-        if stepper is None or not stepper.busy:
-            return True
-        stepper.wait()
-        if stepper.failed:
+        """Before a partition change: finish the batch in flight. ``False`` if its step or
+        its outputs failed: the error is raised by :meth:`_poll` on the loop's thread once
+        the source's poll returns (a Kafka client only logs what its callbacks raise)."""
+        try:
+            self.settle()
+        except BaseException as exc:
+            self._rebalance_error = exc
             return False
-        self.settle()
         return True
 
     def process(self, batch: Batch) -> None:

@@ -70,7 +70,7 @@ class Stepper(Generic[B, R]):
     -----
     :meth:`submit`, :meth:`take` and :meth:`close` are called by one thread at a time (the
     runtime's loop, or a rebalance callback while the loop waits in the source's poll);
-    :attr:`busy`, :attr:`done`, :attr:`failed` and :meth:`wait` may be asked from any
+    :attr:`busy`, :attr:`done` and :meth:`wait` may be asked from any
     thread.
     """
 
@@ -96,11 +96,6 @@ class Stepper(Generic[B, R]):
     def done(self) -> bool:
         """The submitted batch's step has finished (:meth:`take` will not block)."""
         return self._pending and self._finished
-
-    @property
-    def failed(self) -> bool:
-        """The submitted batch's step raised (:meth:`take` will raise it)."""
-        return self._pending and self._finished and self._error is not None
 
     def submit(self, batch: B) -> None:
         """Start stepping ``batch``.
@@ -197,16 +192,16 @@ class SettlingListener:
     positions not yet committed) and its model update checkpointed without its outputs. So
     each callback first calls ``settle()``, which waits for that step and writes its
     outputs (the revocation *finishes* the step, it never discards it), then hands the
-    change to ``listener``. When the step failed, ``settle()`` returns ``False`` and the
-    listener is not told: nothing is checkpointed or committed, and the step's error is
-    raised on the loop's thread once the source's poll returns.
+    change to ``listener``. When the step or its outputs failed, ``settle()`` returns
+    ``False`` and the listener is not told: nothing is checkpointed or committed, and the
+    error is raised on the loop's thread once the source's poll returns.
 
     Parameters
     ----------
     listener : AssignmentListener
         The learner.
     settle : callable
-        Finishes the batch in flight, if any; ``False`` if its step failed.
+        Finishes the batch in flight, if any; ``False`` if that failed.
     """
 
     def __init__(self, listener: AssignmentListener, settle: Callable[[], bool]) -> None:

@@ -205,3 +205,106 @@ def test_a_failing_step_is_raised_by_run_and_the_restart_reads_its_batch_again(
     _run_until(again, lambda: again.status.records_read >= N)
     assert sorted(_assigned_ids(tmp_path)) == list(range(N))
     assert int(_latest(tmp_path).model_arrays["counts"].sum()) == N
+
+
+class EagerGroup:
+    """A consumer group of one member over the real file source: while a batch steps, the
+    first polls revoke every partition and assign them again (as an eager rebalance does),
+    calling the service's listener from inside ``poll`` like a Kafka client."""
+
+    def __init__(self, files: Any, rebalances: int) -> None:
+        self.files = files
+        self.rebalances = rebalances
+        self.listener: Any = None
+        self.runtime: Any = None
+        self.assigned: list[str] = []
+        self.committed: list[dict[str, Any]] = []
+        self.stepping_at_change: list[bool] = []
+
+    def list_parts(self) -> list[str]:
+        return list(self.assigned)
+
+    def build_part(self, key: str, state: dict[str, Any] | None) -> Any:
+        return self.files.build_part(key, state)
+
+    def start(self, listener: Any) -> None:
+        self.listener = listener
+
+    def poll(self, timeout_s: float) -> int | None:
+        if not self.assigned:
+            self.assigned = self.files.list_parts()
+            self.listener.on_assigned(list(self.assigned))
+        elif self.rebalances and self.runtime.stepping:
+            self.rebalances -= 1
+            self.stepping_at_change.append(self.runtime.stepping)
+            self.listener.on_revoked(list(self.assigned), lost=False)
+            self.listener.on_assigned(list(self.assigned))
+        else:
+            time.sleep(timeout_s)
+        return None
+
+    def commit(self, positions: dict[str, Any]) -> None:
+        self.committed.append(positions)
+
+    def close(self) -> None:
+        """Nothing to leave."""
+
+
+def _grouped(tmp_path: Path, rebalances: int) -> tuple[Service, EagerGroup]:
+    config = _config(tmp_path)
+    from streamkm.runtime.wiring import build_source
+
+    group = EagerGroup(build_source(config.source, whole=config), rebalances)
+    service = Service(config, registry=CollectorRegistry(), source=group)
+    group.runtime = service
+    return service, group
+
+
+def test_a_rebalance_while_a_batch_steps_writes_it_before_the_checkpoint(
+        tmp_path: Path) -> None:
+    service, group = _grouped(tmp_path, rebalances=3)
+    revoked: list[tuple[bool, int]] = []
+    on_revoked = service.learner.on_revoked
+
+    def record(keys: list[str], *, lost: bool) -> None:  # what the learner sees
+        revoked.append((service.stepping, service.status.records_read))
+        on_revoked(keys, lost=lost)
+
+    service.learner.on_revoked = record  # type: ignore[method-assign]
+    steps = Steps(service)
+    _run_until(service, lambda: service.status.records_read >= N)
+    assert group.stepping_at_change == [True, True, True]  # each came during a step
+    assert len(revoked) == 3 and not any(stepping for stepping, _read in revoked)
+    assert STEP_THREAD_NAME in steps.threads
+    assert sorted(_assigned_ids(tmp_path)) == list(range(N))  # nothing read twice
+    assert int(_latest(tmp_path).model_arrays["counts"].sum()) == N
+    # every revocation committed positions of written batches only (multiples of a batch)
+    read_at = [read for _stepping, read in revoked]
+    assert all(read % BATCH == 0 and read > 0 for read in read_at)
+    assert len(group.committed) >= 3
+
+
+class FailOnBatch(RuntimeHook):
+    """Raises while the outputs of batch ``n`` are being handled."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def on_batch(self, runtime: Any, batch: Batch, learned: Learned) -> None:
+        self.seen += 1
+        if self.seen == self.n:
+            raise OSError(f"hook failed on batch {self.n}")
+
+
+def test_an_error_finishing_a_step_in_a_rebalance_is_raised_by_run(tmp_path: Path) -> None:
+    service, group = _grouped(tmp_path, rebalances=1)
+    told: list[list[str]] = []
+    on_revoked = service.learner.on_revoked
+    service.learner.on_revoked = (  # type: ignore[method-assign]
+        lambda keys, *, lost: (told.append(keys), on_revoked(keys, lost=lost)))
+    service.add_hook(FailOnBatch(2))  # batch 2 is the first stepped beside the loop
+    with pytest.raises(OSError, match="hook failed on batch 2"):
+        _run_until(service, lambda: False, timeout=60)
+    assert group.stepping_at_change == [True]
+    assert told == []  # the learner neither checkpointed nor committed after the failure
+    assert group.committed == [{}]  # the initial checkpoint's, before any batch
