@@ -254,7 +254,7 @@ def _grouped(tmp_path: Path, rebalances: int) -> tuple[Service, EagerGroup]:
     config = _config(tmp_path)
     from streamkm.runtime.wiring import build_source
 
-    group = EagerGroup(build_source(config.source, whole=config), rebalances)
+    group = EagerGroup(build_source(config), rebalances)
     service = Service(config, registry=CollectorRegistry(), source=group)
     group.runtime = service
     return service, group
