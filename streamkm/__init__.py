@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from streamkm._core.lazy_names import lazy_names
+
 from streamkm._version import __version__
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time see __getattr__
@@ -57,17 +59,9 @@ _PUBLIC: dict[str, str] = {
 __all__ = ["__version__", "datasets", *_PUBLIC]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access and cache the name here."""
-    if name == "datasets":  # a submodule, imported on first use like the names above
-        return importlib.import_module("streamkm.datasets")
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'streamkm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def _datasets() -> Any:
+    """The ``streamkm.datasets`` submodule, imported on first use like the names above."""
+    return importlib.import_module("streamkm.datasets")
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC) | {"datasets"})
+__getattr__, __dir__ = lazy_names("streamkm", globals(), _PUBLIC, computed={"datasets": _datasets})

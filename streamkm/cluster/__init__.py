@@ -6,8 +6,9 @@ parameter table (:mod:`streamkm.cluster._params`) is read without loading scikit
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streamkm._core.lazy_names import lazy_names
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time see __getattr__
     from streamkm.cluster._minibatch_kernel_kmeans import MiniBatchKernelKMeans
@@ -22,15 +23,4 @@ _PUBLIC: dict[str, str] = {
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access and cache the name here."""
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)

@@ -6,8 +6,9 @@ The names below are imported on first use (module ``__getattr__``): the drift po
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streamkm._core.lazy_names import lazy_names
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time see __getattr__
     from streamkm.drift.bisect import BisectResult, kernel_bisect
@@ -59,15 +60,4 @@ __all__ = ["BisectResult", "DriftController", "DriftPolicy", "MergeChoice", "Rec
     "uniform_in_box", "ward_cost_matrix"]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access and cache the name here."""
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)

@@ -12,8 +12,9 @@ kernels' names and options (checking a configuration) loads neither numba nor sc
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streamkm._core.lazy_names import lazy_names
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time see __getattr__
     from streamkm.kernels._build import build_kernel, pairwise_kernel
@@ -40,20 +41,12 @@ __all__ = ["GAMMA_RULES", "KERNELS", "KernelSpec", "KernelType", "build_kernel",
     "register", "resolve_gamma"]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access and cache the name here;
-    ``KERNELS`` is the names of the kernels registered at that moment."""
-    if name == "KERNELS":
-        from streamkm.kernels._registry import kernel_names as names
+def _registered_kernel_names() -> tuple[str, ...]:
+    """``KERNELS``: the names of the kernels registered at the moment it is read."""
+    from streamkm.kernels._registry import kernel_names
 
-        return names()
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return kernel_names()
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC) | {"KERNELS"})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC,
+                                  computed={"KERNELS": _registered_kernel_names})
