@@ -15,12 +15,16 @@ Each measurement is the wall time of a fresh interpreter running one of:
 interleaved (every case once per repeat, in turn), so load from elsewhere hits all cases
 alike. With ``--tree DIR`` (repeatable) each source tree (a checkout holding the ``streamkm``
 package, e.g. a ``git worktree`` of another commit) is measured in the same interleaved
-loop, by putting it first on ``PYTHONPATH``.
+loop, by putting it first on ``PYTHONPATH``. ``--case`` (repeatable) measures only the
+named cases. ``--busy N`` starts N processes that spin on a CPU for the whole measurement
+(warm-up round included) and stops them after: busy cores on a quiet machine, stated in the
+output next to the load average.
 
 Usage::
 
     python benchmarks/bench_startup.py --repeats 7
     python benchmarks/bench_startup.py --tree . --tree ../other-checkout --repeats 7
+    python benchmarks/bench_startup.py --case first-fit --busy 2 --repeats 7
 
 Prints one markdown table: median (min-max) seconds per case and tree, and the goal each
 case is held against (``--version`` <= 0.2 s, ``import streamkm`` <= 0.4 s on an idle
@@ -35,6 +39,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 #: Prints the seconds of the process's first fit (the last line of its output).
@@ -43,16 +49,20 @@ FIRST_FIT = ("import time, numpy as np, streamkm\n"
              "model = streamkm.MiniBatchKernelKMeans(3, random_state=0)\n"
              "t0 = time.perf_counter(); model.fit(X); print(time.perf_counter() - t0)\n")
 
-#: (label, interpreter arguments, goal in seconds or None, whether the process reports
-#: its own time on its last output line instead of being timed whole)
-CASES: list[tuple[str, list[str], float | None, bool]] = [
-    ("import numpy", ["-c", "import numpy"], None, False),
-    ("import streamkm", ["-c", "import streamkm"], 0.4, False),
-    ("streamkm --version", ["-m", "streamkm", "--version"], 0.2, False),
-    ("first estimator use", ["-c", "import streamkm; streamkm.MiniBatchKernelKMeans"], None,
-     False),
-    ("first fit (5,000 x 5, in-process)", ["-c", FIRST_FIT], 1.5, True),
-]
+#: name for ``--case``: (label, interpreter arguments, goal in seconds or None, whether the
+#: process reports its own time on its last output line instead of being timed whole)
+ALL_CASES: dict[str, tuple[str, list[str], float | None, bool]] = {
+    "numpy": ("import numpy", ["-c", "import numpy"], None, False),
+    "import": ("import streamkm", ["-c", "import streamkm"], 0.4, False),
+    "version": ("streamkm --version", ["-m", "streamkm", "--version"], 0.2, False),
+    "estimator": ("first estimator use",
+                  ["-c", "import streamkm; streamkm.MiniBatchKernelKMeans"], None, False),
+    "first-fit": ("first fit (5,000 x 5, in-process)", ["-c", FIRST_FIT], 1.5, True),
+}
+CASES = list(ALL_CASES.values())
+
+#: what each ``--busy`` process runs: one CPU at 100 %
+SPIN = "while True:\n    pass\n"
 
 
 def wall_seconds(args: list[str], tree: Path, reports: bool = False) -> float:
@@ -66,30 +76,46 @@ def wall_seconds(args: list[str], tree: Path, reports: bool = False) -> float:
     return float(done.stdout.split()[-1]) if reports else wall
 
 
-def measure(trees: list[Path], repeats: int) -> dict[tuple[str, Path], list[float]]:
+def measure(trees: list[Path], repeats: int,
+            cases: list[tuple[str, list[str], float | None, bool]] | None = None,
+            ) -> dict[tuple[str, Path], list[float]]:
     """Seconds per (case, tree), interleaved; one warm-up round is not counted (it fills
-    the file cache and writes the byte-code caches)."""
-    for label, args, _, reports in CASES:
+    the file cache and writes the byte-code and numba caches)."""
+    cases = CASES if cases is None else cases
+    for label, args, _, reports in cases:
         for tree in trees:
             wall_seconds(args, tree, reports)
     times: dict[tuple[str, Path], list[float]] = {}
     for _ in range(repeats):
-        for label, args, _, reports in CASES:
+        for label, args, _, reports in cases:
             for tree in trees:
                 times.setdefault((label, tree), []).append(wall_seconds(args, tree, reports))
     return times
+
+
+@contextmanager
+def busy_cores(n: int) -> Iterator[None]:
+    """``n`` processes spinning on a CPU each while the block runs."""
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def _fmt(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
-def table(times: dict[tuple[str, Path], list[float]], trees: list[Path]) -> str:
+def table(times: dict[tuple[str, Path], list[float]], trees: list[Path],
+          cases: list[tuple[str, list[str], float | None, bool]] | None = None) -> str:
     """The markdown table of ``times``."""
     head = "| command | " + " | ".join(f"`{t}` s" for t in trees) + " | goal |"
     rule = "|---|" + "---|" * len(trees) + "---|"
     rows = [head, rule]
-    for label, _, goal, _ in CASES:
+    for label, _, goal, _ in CASES if cases is None else cases:
         cells = " | ".join(_fmt(times[(label, tree)]) for tree in trees)
         rows.append(f"| `{label}` | {cells} | {'<= %.1f s' % goal if goal else '-'} |")
     return "\n".join(rows)
@@ -101,19 +127,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="source tree holding the streamkm package (repeatable; "
                              "default: this checkout)")
     parser.add_argument("--repeats", type=int, default=7, help="rounds (>= 5)")
+    parser.add_argument("--case", action="append", choices=sorted(ALL_CASES),
+                        help="measure only this case (repeatable; default: all)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="processes spinning on a CPU during the measurement (default 0)")
     args = parser.parse_args(argv)
     if args.repeats < 5:
         parser.error(f"--repeats must be >= 5, got {args.repeats}")
+    if args.busy < 0:
+        parser.error(f"--busy must be >= 0, got {args.busy}")
+    cases = [ALL_CASES[name] for name in args.case] if args.case else CASES
     trees = [t.resolve() for t in (args.tree or [Path(__file__).resolve().parent.parent])]
     for tree in trees:
         if not (tree / "streamkm" / "__init__.py").is_file():
             parser.error(f"--tree {str(tree)!r} holds no streamkm package")
     load = os.getloadavg()
-    times = measure(trees, args.repeats)
-    after = os.getloadavg()
+    with busy_cores(args.busy):
+        times = measure(trees, args.repeats, cases)
+        after = os.getloadavg()
+    spinning = f"; {args.busy} CPU-spinning processes started by this run" if args.busy else ""
     print(f"{args.repeats} repeats, interleaved; load average {load[0]:.1f} at the start, "
-          f"{after[0]:.1f} at the end / {os.cpu_count()} CPUs; {sys.version.split()[0]}\n")
-    print(table(times, trees))
+          f"{after[0]:.1f} at the end / {os.cpu_count()} CPUs{spinning}; "
+          f"{sys.version.split()[0]}\n")
+    print(table(times, trees, cases))
     return 0
 
 
