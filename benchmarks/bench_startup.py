@@ -10,7 +10,9 @@ Each measurement is the wall time of a fresh interpreter running one of:
 * the first ``MiniBatchKernelKMeans(3).fit(X)`` of the process on 5,000 x 5 standard
   normal rows (defaults: ``kernel="rbf"``, ``gamma="auto"``, so the automatic kernel choice
   runs; numba's cache is warm after the uncounted first round): this case reports the time
-  of the ``fit`` call alone, measured inside the process,
+  of the ``fit`` call alone, measured inside the process, and ``first-fit-cpu`` (a process
+  of its own) the CPU time the process spent in that call (all its threads): the work,
+  which queueing behind other processes on a loaded machine does not stretch,
 
 interleaved (every case once per repeat, in turn), so load from elsewhere hits all cases
 alike. With ``--tree DIR`` (repeatable) each source tree (a checkout holding the ``streamkm``
@@ -43,21 +45,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-#: Prints the seconds of the process's first fit (the last line of its output).
+#: Prints the wall and CPU seconds of the process's first fit (the last line of its output).
 FIRST_FIT = ("import time, numpy as np, streamkm\n"
              "X = np.random.default_rng(0).normal(size=(5000, 5))\n"
              "model = streamkm.MiniBatchKernelKMeans(3, random_state=0)\n"
-             "t0 = time.perf_counter(); model.fit(X); print(time.perf_counter() - t0)\n")
+             "t0, c0 = time.perf_counter(), time.process_time(); model.fit(X)\n"
+             "print(time.perf_counter() - t0, time.process_time() - c0)\n")
 
-#: name for ``--case``: (label, interpreter arguments, goal in seconds or None, whether the
-#: process reports its own time on its last output line instead of being timed whole)
-ALL_CASES: dict[str, tuple[str, list[str], float | None, bool]] = {
-    "numpy": ("import numpy", ["-c", "import numpy"], None, False),
-    "import": ("import streamkm", ["-c", "import streamkm"], 0.4, False),
-    "version": ("streamkm --version", ["-m", "streamkm", "--version"], 0.2, False),
+#: name for ``--case``: (label, interpreter arguments, goal in seconds or None, which of the
+#: figures the process prints on its last output line is the case's (0 the first), or None:
+#: the process is timed whole)
+ALL_CASES: dict[str, tuple[str, list[str], float | None, int | None]] = {
+    "numpy": ("import numpy", ["-c", "import numpy"], None, None),
+    "import": ("import streamkm", ["-c", "import streamkm"], 0.4, None),
+    "version": ("streamkm --version", ["-m", "streamkm", "--version"], 0.2, None),
     "estimator": ("first estimator use",
-                  ["-c", "import streamkm; streamkm.MiniBatchKernelKMeans"], None, False),
-    "first-fit": ("first fit (5,000 x 5, in-process)", ["-c", FIRST_FIT], 1.5, True),
+                  ["-c", "import streamkm; streamkm.MiniBatchKernelKMeans"], None, None),
+    "first-fit": ("first fit (5,000 x 5, in-process)", ["-c", FIRST_FIT], 1.5, 0),
+    "first-fit-cpu": ("first fit, CPU seconds of the process", ["-c", FIRST_FIT], None, 1),
 }
 CASES = list(ALL_CASES.values())
 
@@ -65,19 +70,21 @@ CASES = list(ALL_CASES.values())
 SPIN = "while True:\n    pass\n"
 
 
-def wall_seconds(args: list[str], tree: Path, reports: bool = False) -> float:
+def wall_seconds(args: list[str], tree: Path, reports: int | None = None) -> float:
     """Wall time of ``python ARGS`` with ``tree`` first on the import path (``reports``:
-    the seconds the process prints last instead)."""
+    instead, that figure of the ones the process prints on its last line)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, *args], env=env, cwd=tree, check=True,
                           stdout=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
-    return float(done.stdout.split()[-1]) if reports else wall
+    if reports is None:
+        return wall
+    return float(done.stdout.strip().splitlines()[-1].split()[reports])
 
 
 def measure(trees: list[Path], repeats: int,
-            cases: list[tuple[str, list[str], float | None, bool]] | None = None,
+            cases: list[tuple[str, list[str], float | None, int | None]] | None = None,
             ) -> dict[tuple[str, Path], list[float]]:
     """Seconds per (case, tree), interleaved; one warm-up round is not counted (it fills
     the file cache and writes the byte-code and numba caches)."""
@@ -110,7 +117,7 @@ def _fmt(values: list[float]) -> str:
 
 
 def table(times: dict[tuple[str, Path], list[float]], trees: list[Path],
-          cases: list[tuple[str, list[str], float | None, bool]] | None = None) -> str:
+          cases: list[tuple[str, list[str], float | None, int | None]] | None = None) -> str:
     """The markdown table of ``times``."""
     head = "| command | " + " | ".join(f"`{t}` s" for t in trees) + " | goal |"
     rule = "|---|" + "---|" * len(trees) + "---|"
