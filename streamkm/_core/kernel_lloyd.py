@@ -111,9 +111,11 @@ def gram_columns(kernel_matrix: Gram, index: np.ndarray | int) -> np.ndarray:
 
 
 def gram_diagonal(kernel_matrix: Gram) -> np.ndarray:
-    """K(x, x) of every row, float64."""
-    return np.asarray(kernel_matrix.diagonal() if isinstance(kernel_matrix, FactoredGram)
-                      else np.diagonal(kernel_matrix), dtype=np.float64)
+    """K(x, x) of every row, float64, contiguous (the numba assignment then runs on one
+    array layout: a strided diagonal would load a second compiled version of it)."""
+    diag = (kernel_matrix.diagonal() if isinstance(kernel_matrix, FactoredGram)
+            else np.diagonal(kernel_matrix))
+    return np.ascontiguousarray(diag, dtype=np.float64)
 
 
 def one_hot(labels: np.ndarray, k: int, dtype: np.dtype) -> np.ndarray:

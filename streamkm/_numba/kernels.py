@@ -43,6 +43,37 @@ def rbf_from_inner(inner, x_sq, y_sq, gamma):  # pragma: no cover - compiled
     return inner
 
 
+#: rows and columns of the tiles the mirror of :func:`rbf_symmetric_from_upper` copies
+_MIRROR_TILE = 64
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def rbf_symmetric_from_upper(inner, sq, gamma):  # pragma: no cover - compiled
+    """:func:`rbf_from_inner` of a symmetric block K(x, x) given its upper triangle.
+
+    ``inner`` is (n, n) with ``inner[i, j] = <x_i, x_j>`` for j >= i (below the diagonal
+    anything), ``sq`` the squared row norms. The upper triangle becomes rbf values, in
+    place, each computed as :func:`rbf_from_inner` computes it (so the same bits), and is
+    copied below the diagonal tile by tile (a row-by-row transpose touches a new cache line
+    per value). Returns ``inner``, symmetric.
+    """
+    n = inner.shape[0]
+    g = inner.dtype.type(gamma)
+    two = inner.dtype.type(2.0)
+    for i in range(n):
+        xi = sq[i]
+        row = inner[i]
+        for j in range(i, n):
+            row[j] = _rbf_value(row[j], xi, sq[j], g, two)
+    tile = _MIRROR_TILE
+    for top in range(0, n, tile):
+        for left in range(top, n, tile):
+            for i in range(top, min(top + tile, n)):
+                for j in range(max(left, i + 1), min(left + tile, n)):
+                    inner[j, i] = inner[i, j]
+    return inner
+
+
 @njit(cache=True, nogil=True, fastmath={"contract"})
 def rbf_segment_sums(inner, x_sq, y_sq, gamma, lo, hi, weights, out):  # pragma: no cover
     """:func:`rbf_from_inner` fused with the engine's segment sums.

@@ -112,9 +112,10 @@ def mutual_knn_graph(rows: np.ndarray, n_neighbors: int = AUTO_NEIGHBORS) -> sp.
     indptr, indices = _nkg.join_rows(rows, np.ascontiguousarray(rows.T), np.zeros(m),
                                      min(n_neighbors, m - 1), False, np.empty(m))
     within = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
-    mutual = within.minimum(within.T).tolil()
-    mutual.setdiag(0)
-    mutual = mutual.tocsr()
+    mutual = within.minimum(within.T).tocoo()
+    off = mutual.row != mutual.col  # no self loops
+    mutual = sp.csr_matrix((mutual.data[off], (mutual.row[off], mutual.col[off])),
+                           shape=(m, m))
     mutual.eliminate_zeros()
     return mutual
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+from scipy.linalg import blas
 
 from streamkm.exceptions import ParameterError
 from streamkm.kernels._graph import row_blocks
@@ -12,7 +13,7 @@ from streamkm.kernels._registry import KernelType
 
 __all__ = ["InnerProductKernel", "check_diffusion_time", "check_number_in",
            "check_positive_int", "features_by_blocks", "inv_norms", "pairwise_subsample",
-           "row_sq_norms"]
+           "row_sq_norms", "same_rows", "upper_self_inner"]
 
 MEDIAN_SAMPLE = 1000
 
@@ -20,6 +21,26 @@ MEDIAN_SAMPLE = 1000
 def row_sq_norms(x: np.ndarray) -> np.ndarray:
     """Squared Euclidean norm of each row, in x's dtype."""
     return np.einsum("ij,ij->i", x, x)
+
+
+def same_rows(x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether x and y are the same rows in memory (the same array, or views of one buffer
+    with the same shape and strides), so that K(x, y) is symmetric."""
+    return x is y or (x.shape == y.shape and x.strides == y.strides and x.dtype == y.dtype
+                      and x.__array_interface__["data"][0] == y.__array_interface__["data"][0])
+
+
+def upper_self_inner(x: np.ndarray) -> np.ndarray:
+    """The (n, n) C-contiguous matrix whose upper triangle (diagonal included) is x x^T, in
+    x's dtype (float32 or float64); below the diagonal it is 0.
+
+    One BLAS ``syrk`` with the arguments numpy's ``x @ x.T`` passes it (a C-contiguous x is
+    the column-major k x n matrix A, and the lower triangle of A^T A in column-major order
+    is the upper one in row-major order), without numpy's copy of the triangle to the other
+    side.
+    """
+    syrk = blas.dsyrk if x.dtype == np.float64 else blas.ssyrk
+    return syrk(1.0, np.ascontiguousarray(x).T, trans=1, lower=1).T
 
 
 def inv_norms(x: np.ndarray) -> np.ndarray:

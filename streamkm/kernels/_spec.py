@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from streamkm._core.threads import step_threads
 from streamkm.exceptions import parameter_error
 from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_options_problem
 
@@ -81,11 +82,17 @@ class KernelSpec:
 
     # ------------------------------------------------------------------ data
     def fit(self, landmarks: np.ndarray, n_clusters: int | None = None) -> KernelSpec:
-        """A copy fitted on ``landmarks`` (fitted kernels); other kernels return self."""
+        """A copy fitted on ``landmarks`` (fitted kernels); other kernels return self.
+
+        The fit (a graph's eigendecomposition) runs under a step's BLAS limit, one thread,
+        wherever it is called from: an initialisation, a refit that follows the stream, a
+        batch estimator."""
         if not self.kind.fitted:
             return self
+        with step_threads():
+            fitted = self.kind.fit(self, np.ascontiguousarray(landmarks), n_clusters)
         return KernelSpec(self.name, self.gamma, self.degree, self.coef0, dict(self.options),
-                          self.kind.fit(self, np.ascontiguousarray(landmarks), n_clusters))
+                          fitted)
 
     def prepare(self, x: np.ndarray) -> np.ndarray:
         """Input rows -> the rows :meth:`block` works on (identity except graph kernels)."""

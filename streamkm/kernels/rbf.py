@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from streamkm._numba import kernels as _nk
-from streamkm.kernels._common import pairwise_subsample, row_sq_norms
+from streamkm.kernels._common import (pairwise_subsample, row_sq_norms, same_rows,
+                                     upper_self_inner)
 from streamkm.kernels._registry import KernelType, register
 
 __all__ = ["RBF"]
@@ -28,12 +29,15 @@ class RBF(KernelType):
     needs_gamma = True
 
     def block(self, params, x, y, x_sq, y_sq):
-        inner = x @ y.T
-        if inner.size == 0:
-            return inner
+        if x.shape[0] == 0 or y.shape[0] == 0:
+            return x @ y.T
         x_sq = row_sq_norms(x) if x_sq is None else x_sq
         y_sq = row_sq_norms(y) if y_sq is None else y_sq
-        return _nk.rbf_from_inner(inner, x_sq, y_sq, float(params.gamma))
+        if same_rows(x, y) and x.dtype in (np.float32, np.float64) \
+                and np.array_equal(x_sq, y_sq):
+            # K(x, x): one triangle's inner products and kernel values, then mirrored
+            return _nk.rbf_symmetric_from_upper(upper_self_inner(x), x_sq, float(params.gamma))
+        return _nk.rbf_from_inner(x @ y.T, x_sq, y_sq, float(params.gamma))
 
     def diagonal(self, params, x):
         return np.ones(x.shape[0], dtype=x.dtype)
