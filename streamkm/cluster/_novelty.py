@@ -86,10 +86,11 @@ class NoveltyBuffers:
         """
         out = np.empty(labels.shape[0])
         _nn.conformal_pvalues(labels, sq_distances, self.ordered, self.sizes, MIN_MEMBERS, out)
+        young = self.sizes < MIN_MEMBERS
         held = int(self.sizes.sum())
-        if held < MIN_MEMBERS:
+        if not young.any() or held < MIN_MEMBERS:
             return out
-        warming = (self.sizes < MIN_MEMBERS)[labels]
+        warming = young[labels]
         if warming.any():
             pool = np.sort(self.ordered, axis=None)[:held]
             out[warming] = pooled_pvalues(pool, sq_distances[warming])
