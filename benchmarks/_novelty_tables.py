@@ -75,7 +75,7 @@ SIZES = (("fewer than 500 rows", 0, 500), ("500 to 1,999 rows", 500, 2000),
 
 def size_table(sets: list[dict]) -> str:
     """Median ROC-AUC per band of set sizes, with streamkm's share of records scored 1.0
-    (uncalibrated clusters)."""
+    (a model without enough recent members, or records no farther than all of them)."""
     lines = ["| sets | count | records with novelty 1.0 (streamkm), median | "
              + " | ".join(SYSTEMS) + " |", "|---|---:|---:|" + "---:|" * len(SYSTEMS)]
     for label, lo, hi in SIZES:
@@ -286,8 +286,8 @@ def render(results: dict[str, Any]) -> str:
         "Bold: streamkm's ROC-AUC more than 0.05 below the better of IsolationForest and "
         "HalfSpaceTrees on the set. flagged: streamkm's share of flagged records; inliers "
         "flagged: its share among the normal records; novelty 1.0: streamkm's share of records "
-        "scored 1.0 (their cluster held fewer than the recent members the score needs, or "
-        "the record was as close to the center as all of them).",
+        "scored 1.0 (the model held fewer recent members than the score needs, or the record "
+        "was as close to its center as all the members it was scored against).",
         per_set_table(sets),
     ]
     return "\n\n".join(parts)

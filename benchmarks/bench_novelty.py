@@ -85,7 +85,7 @@ def run_set(s: data.NoveltySet, seed: int = 0) -> dict[str, Any]:
     cpu["streamkm distance"] = cpu["streamkm"]
     truth = s.anomaly[window:]
     flagged = np.concatenate(flags)
-    # novelty 1.0 (score 0): the record's cluster had fewer recent members than the score
+    # novelty 1.0 (score 0): the model had fewer recent members than the score
     # needs, or the record is at least as close to the center as all of them
     novelty_one = float(np.mean(np.concatenate(scores["streamkm"]) == 0.0))
     rate = float(flagged.mean())

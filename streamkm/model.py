@@ -46,8 +46,10 @@ class StepReport:
     novelty : ndarray of shape (n,), float64
         How typical each row is for its cluster, in (0, 1]: the share of the cluster's
         recent members (its novelty buffer as it was before this batch) at least as far
-        from the center, ``(1 + #{buffer >= d}) / (n_buffer + 1)``; small is unusual. 1.0
-        while the cluster's buffer holds fewer than 20 members (``docs/novelty.md``).
+        from the center, ``(1 + #{buffer >= d}) / (n_buffer + 1)``; small is unusual. While
+        the cluster's buffer holds fewer than 20 members, the same share among every
+        cluster's recent members pooled; 1.0 while the model holds fewer than 20
+        (``docs/novelty.md``).
     outliers : ndarray of shape (n,), bool
         Rows whose novelty is at most the model's ``outlier_alpha`` (all False when it is
         None). With ``outliers="exclude"`` they did not move the centers.

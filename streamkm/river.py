@@ -188,8 +188,9 @@ class KernelKMeans(base.Clusterer):
     def score_one(self, x: dict[Any, Any]) -> float:
         """How unusual ``x`` is, River's anomaly-score convention (higher is more unusual):
         1 minus the engine's novelty (:meth:`MiniBatchKernelKMeans.score_samples`), in
-        [0, 1); 0.0 before the first step and while the nearest cluster has fewer than 20
-        recent members. Learns nothing."""
+        [0, 1); 0.0 before the first step and while the model holds fewer than 20 recent
+        members in all (a cluster with fewer is scored against all clusters' members
+        pooled). Learns nothing."""
         if self._engine is None:
             return 0.0
         return 1.0 - float(self._engine.score_samples(self._matrix([_numeric_copy(x)]))[0])

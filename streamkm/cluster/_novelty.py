@@ -5,7 +5,9 @@ their center (the ``novelty_window`` newest, every assigned row, flagged or not)
 record's novelty is the conformal p-value of its distance against its cluster's buffer as
 it was before the record's batch: ``(1 + #{buffer >= d}) / (n + 1)``, the share of recent
 members at least as far from the center, in (0, 1]; small means unusual. A cluster whose
-buffer holds fewer than :data:`MIN_MEMBERS` values is not calibrated yet and gives 1.0.
+buffer holds fewer than :data:`MIN_MEMBERS` values scores its records against the pooled
+buffers of all clusters (the model-wide distribution of members' distances) instead; only
+while the whole model holds fewer than :data:`MIN_MEMBERS` values is every record 1.0.
 
 Buffers are keyed by stable cluster id. When a cluster's center is rebuilt rather than
 moved (both halves of a drift split, the result of a merge) its buffer starts empty and
@@ -25,7 +27,8 @@ from streamkm.exceptions import StateError
 __all__ = ["MIN_MEMBERS", "NoveltyBuffers", "NoveltyScreen", "NoveltyMixin",
            "confidence_fields"]
 
-#: Values a cluster's buffer must hold before its novelty is computed (1.0 before).
+#: Values a cluster's buffer must hold before its records are scored against it (before:
+#: against the pool of all clusters' buffers, or 1.0 while the pool holds fewer).
 MIN_MEMBERS = 20
 _PREFIX = "novelty_"
 
@@ -75,10 +78,23 @@ class NoveltyBuffers:
 
     def pvalues(self, labels: np.ndarray, sq_distances: np.ndarray) -> np.ndarray:
         """Novelty (float64 in (0, 1]) of rows at ``sq_distances`` from their clusters'
-        centers (positions ``labels``), against the buffers as they are."""
+        centers (positions ``labels``), against the buffers as they are.
+
+        A row of a cluster still warming up (fewer than :data:`MIN_MEMBERS` values) is
+        scored against the pool of every cluster's values; 1.0 while the pool itself holds
+        fewer than :data:`MIN_MEMBERS`.
+        """
         out = np.empty(labels.shape[0])
-        return _nn.conformal_pvalues(labels, sq_distances, self.ordered, self.sizes,
-                                     MIN_MEMBERS, out)
+        _nn.conformal_pvalues(labels, sq_distances, self.ordered, self.sizes, MIN_MEMBERS, out)
+        young = self.sizes < MIN_MEMBERS
+        held = int(self.sizes.sum())
+        if not young.any() or held < MIN_MEMBERS:
+            return out
+        warming = young[labels]
+        if warming.any():
+            pool = np.sort(self.ordered, axis=None)[:held]
+            out[warming] = pooled_pvalues(pool, sq_distances[warming])
+        return out
 
     def push(self, labels: np.ndarray, sq_distances: np.ndarray) -> None:
         """Add every row's distance to its cluster's buffer (in row order)."""
@@ -158,6 +174,15 @@ class NoveltyScreen:
         return None
 
 
+def pooled_pvalues(pool: np.ndarray, sq_distances: np.ndarray) -> np.ndarray:
+    """``(1 + #{v in pool : v >= d}) / (n + 1)`` for each distance ``d`` against the sorted
+    1-D ``pool`` of ``n`` values."""
+    n = pool.shape[0]
+    first_at_least = np.searchsorted(pool, np.asarray(sq_distances, dtype=np.float64),
+                                     side="left")
+    return (1.0 + (n - first_at_least)) / (n + 1.0)
+
+
 def flag_outliers(novelty: np.ndarray, alpha: float | None) -> np.ndarray:
     """Rows whose novelty is at most ``alpha`` (none when ``alpha`` is None)."""
     if alpha is None:
@@ -229,8 +254,9 @@ class NoveltyMixin:
     def score_samples(self, X: Any) -> np.ndarray:
         """Novelty of each row of X: the share of its nearest cluster's recent members at
         least as far from the center (float64 in (0, 1]; higher is more typical, the
-        convention of scikit-learn's outlier detectors). 1.0 for a cluster with fewer than
-        20 recent members. Learns nothing (docs/novelty.md)."""
+        convention of scikit-learn's outlier detectors). A cluster with fewer than 20 recent
+        members scores against all clusters' recent members pooled; 1.0 while the model
+        holds fewer than 20. Learns nothing (docs/novelty.md)."""
         return self._nearest_with_novelty(X)[1]
 
     def predict(self, X: Any) -> np.ndarray:

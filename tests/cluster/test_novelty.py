@@ -223,6 +223,59 @@ def test_a_state_written_without_buffers_loads_with_empty_ones():
     assert restored._novelty.sizes.sum() == 300
 
 
+def _pooled_reference(pool, distances):
+    """Conformal p-value of each distance against the 1-D pool, counted plainly."""
+    pool = np.asarray(pool, dtype=np.float64)
+    return np.array([(1 + (pool >= float(d)).sum()) / (pool.shape[0] + 1) for d in distances])
+
+
+def _buffers_with_a_warming_cluster(window=64, seed=0):
+    """Clusters 0 and 1 calibrated (window and 30 values), cluster 2 warming up (5)."""
+    rng = np.random.default_rng(seed)
+    buffers = NoveltyBuffers.empty(window, np.array([0, 1, 2]))
+    labels = np.repeat([0, 1, 2], [window + 10, 30, 5])
+    scale = np.array([1.0, 4.0, 2.0])[labels]
+    buffers.push(labels, scale * rng.chisquare(3, size=labels.shape[0]))
+    return buffers
+
+
+def test_a_warming_cluster_scores_against_the_pooled_buffers_of_all_clusters():
+    buffers = _buffers_with_a_warming_cluster()
+    assert buffers.sizes.tolist() == [64, 30, 5]
+    pool = np.concatenate([buffers.ordered[j, :buffers.sizes[j]] for j in range(3)])
+    labels = np.array([2, 2, 2, 2, 0, 1, 2])
+    d = np.array([0.0, 3.0, 11.5, 1e6, 3.0, 3.0, float(pool[7])])
+    novelty = buffers.pvalues(labels, d)
+    warming = labels == 2
+    np.testing.assert_array_equal(novelty[warming], _pooled_reference(pool, d[warming]))
+    assert novelty[3] == 1 / (pool.shape[0] + 1)  # farther than every member of every cluster
+    for i in (4, 5):  # calibrated clusters keep their own buffers
+        own = buffers.ordered[labels[i], :buffers.sizes[labels[i]]]
+        assert novelty[i] == _pooled_reference(own, d[i:i + 1])[0]
+
+
+def test_every_record_scores_one_while_the_whole_model_holds_too_few_members():
+    buffers = NoveltyBuffers.empty(64, np.array([0, 1, 2]))
+    buffers.push(np.repeat([0, 1, 2], [8, 6, MIN_MEMBERS - 15]), np.arange(MIN_MEMBERS - 1.0))
+    d = np.array([0.0, 5.0, 1e6])
+    assert (buffers.pvalues(np.array([0, 1, 2]), d) == 1.0).all()
+    buffers.push(np.array([1]), np.array([2.5]))  # the pool reaches MIN_MEMBERS
+    assert buffers.pvalues(np.array([2]), d[2:]) == 1 / (MIN_MEMBERS + 1)
+
+
+def test_pooled_scores_survive_a_state_round_trip_bit_identically():
+    buffers = _buffers_with_a_warming_cluster(seed=3)
+    arrays, meta = buffers.to_state()
+    restored = NoveltyBuffers.from_state(arrays, meta)
+    labels = np.array([0, 1, 2, 2, 2])
+    d = np.array([0.5, 2.0, 4.0, 9.0, 40.0])
+    assert buffers.pvalues(labels, d).tobytes() == restored.pvalues(labels, d).tobytes()
+    again, meta_again = restored.to_state()
+    assert meta_again == meta
+    for key in arrays:
+        assert arrays[key].tobytes() == again[key].tobytes()
+
+
 def test_buffers_follow_stable_ids_and_rebuilt_clusters_start_empty():
     buffers = NoveltyBuffers.empty(8, np.array([0, 1, 2]))
     buffers.push(np.array([0, 0, 1, 2, 2, 2]), np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
@@ -252,9 +305,14 @@ def test_a_drift_split_empties_both_halves_buffers_and_keeps_the_others():
     assert sizes.get(split[0]["into"][1], 0) == 0
     others = [c for c in ids.tolist() if c not in split[0]["into"]]
     assert others and all(sizes[c] > 0 for c in others)
+    buffers = model._novelty
+    pool = np.concatenate([buffers.ordered[j, :buffers.sizes[j]] for j in range(len(ids))])
     report = model.step(drifting_batches(1, CHANGE + 1)[-1][0])
     new_rows = np.isin(report.cluster_ids, split[0]["into"])
-    assert (report.novelty[new_rows] == 1.0).all()  # warming up again
+    assert new_rows.any()
+    # warming up again: scored against every cluster's recent members pooled
+    np.testing.assert_array_equal(report.novelty[new_rows],
+                                  _pooled_reference(pool, report.sq_distances[new_rows]))
 
 
 def test_a_kernel_refit_empties_every_buffer():
