@@ -8,7 +8,7 @@ Run from the repository root:
 Prints the markdown table of docs/novelty.md ("Calibration"). The streams are seeded and the
 figures are counts, not timings: tests/cluster/test_novelty_calibration.py checks the same
 streams. Streams: blobs (16,384 rows, 5 clusters, d = 8), moons (16,384 rows, noise 0.08,
-2 clusters), digits (scikit-learn's ``load_digits``, standardised, 8 shuffled passes,
+2 clusters), gauss64 (16,384 rows, 10 clusters, d = 64, sd 2), digits (scikit-learn's ``load_digits``, standardised, 8 shuffled passes,
 10 clusters) and the KEEL set penbased (10,992 rows, d = 16, shuffled, 10 clusters); each in
 batches of 1,024 with the default ``outliers="exclude"``. Kernels: the default
 (``gamma="auto"``, which may choose a graph kernel; the chosen one is shown), rbf at the
@@ -33,7 +33,7 @@ _spec.loader.exec_module(quality_data)
 
 BATCH = 1024
 WARMUP = 4  # batches before the flags are counted
-STREAMS = ("blobs", "moons", "digits", "penbased")
+STREAMS = ("blobs", "moons", "gauss64", "digits", "penbased")
 KERNELS = {"auto": {}, "rbf": {"gamma": "median"}, "linear": {"kernel": "linear"}}
 
 
@@ -43,6 +43,9 @@ def stream(name: str) -> tuple[np.ndarray, int]:
         return make_blobs(16384, centers=5, n_features=8, random_state=0)[0], 5
     if name == "moons":
         return make_moons(16384, noise=0.08, random_state=0)[0], 2
+    if name == "gauss64":
+        return make_blobs(16384, centers=10, n_features=64, cluster_std=2.0,
+                          random_state=0)[0], 10
     if name == "digits":
         x = quality_data.digits()[0]
         rng = np.random.default_rng(0)

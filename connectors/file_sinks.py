@@ -22,8 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from streamkm._core.state_io import fsync_dir, write_bytes_atomic
 from streamkm.logs import log_event
 

@@ -7,7 +7,20 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-__all__ = ["KafkaMetrics", "kafka_metrics"]
+__all__ = ["KafkaMetrics", "kafka_metrics", "broker_connected_gauge", "BROKER_CONNECTED"]
+
+#: The broker connection gauge, shared by every broker client of a process (the Kafka
+#: source's consumer, the sinks' producer, the scale-out link).
+BROKER_CONNECTED = "streamkm_kafka_broker_connected"
+
+
+def broker_connected_gauge(metrics: Any) -> Gauge:
+    """``streamkm_kafka_broker_connected{client}`` on a
+    :class:`~streamkm.runtime.metrics.ServiceMetrics`: 1 while a broker client holds a
+    connection."""
+    return metrics.group(BROKER_CONNECTED, lambda r: Gauge(
+        BROKER_CONNECTED, "1 while the client holds at least one broker connection, else 0.",
+        ["client"], registry=r))
 
 
 def kafka_metrics(metrics: Any) -> KafkaMetrics | None:
@@ -15,7 +28,7 @@ def kafka_metrics(metrics: Any) -> KafkaMetrics | None:
     process), or ``None`` without one."""
     if metrics is None:
         return None
-    broker_connected = metrics.broker_connected()
+    broker_connected = broker_connected_gauge(metrics)
     return metrics.group("kafka", lambda r: KafkaMetrics(r, broker_connected))
 
 

@@ -158,7 +158,26 @@ def _assigned_consumer(settings: dict[str, Any], topic: str, **extra: Any) -> tu
     return consumer, tp
 
 
-class UpdatesProducer:
+class _TopicProducer:
+    """A producer to one topic: its flush, connection state and close."""
+
+    topic: str
+    _producer: Any
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait until every message handed over is acknowledged or failed."""
+        with _translated(f"flush to {self.topic!r}"):
+            self._producer.flush(timeout=timeout_s)
+
+    def connected(self) -> bool:
+        """True while the producer holds a broker connection."""
+        return broker_connected(self._producer, "producer-metrics")
+
+    def close(self) -> None:
+        self._producer.close(timeout=5)
+
+
+class UpdatesProducer(_TopicProducer):
     """Sends encoded fences and updates to partition 0 of the updates topic."""
 
     def __init__(self, settings: dict[str, Any], topic: str, *, max_request_bytes: int) -> None:
@@ -175,17 +194,6 @@ class UpdatesProducer:
         """
         with _translated(f"send to {self.topic!r}"):
             return self._producer.send(self.topic, value=data, key=key, partition=0)
-
-    def flush(self, timeout_s: float) -> None:
-        with _translated(f"flush to {self.topic!r}"):
-            self._producer.flush(timeout=timeout_s)
-
-    def connected(self) -> bool:
-        """True while the producer holds a broker connection."""
-        return broker_connected(self._producer, "producer-metrics")
-
-    def close(self) -> None:
-        self._producer.close(timeout=5)
 
 
 class UpdatesReader:
@@ -227,7 +235,7 @@ class UpdatesReader:
         self._consumer.close(autocommit=False)
 
 
-class ModelPublisher:
+class ModelPublisher(_TopicProducer):
     """Publishes encoded model versions, chunked, to partition 0 of the model topic."""
 
     def __init__(self, settings: dict[str, Any], topic: str, *, chunk_bytes: int) -> None:
@@ -249,18 +257,6 @@ class ModelPublisher:
                                                    key=f"slot{version % 2}-{i}".encode(),
                                                    headers=headers))
         return futures
-
-    def flush(self, timeout_s: float) -> None:
-        """Wait until every chunk handed over is acknowledged or failed."""
-        with _translated(f"flush to {self.topic!r}"):
-            self._producer.flush(timeout=timeout_s)
-
-    def connected(self) -> bool:
-        """True while the producer holds a broker connection."""
-        return broker_connected(self._producer, "producer-metrics")
-
-    def close(self) -> None:
-        self._producer.close(timeout=5)
 
 
 class ModelReader:

@@ -262,11 +262,13 @@ def _kernel_note(config: Any) -> str | None:
     model runs, or, with ``gamma = "auto"`` and no model yet, that it is chosen later."""
     from streamkm.app.kernel_label import AUTO_KERNELS, kernel_label, meta_kernel
     from streamkm.exceptions import StateError
-    from streamkm.io.checkpoint import checkpoint_files, read_checkpoint
+    from streamkm.io.checkpoint_files import checkpoint_files
 
     model = config.model
     folder = Path(config.checkpoint.dir)
     for path in reversed(checkpoint_files(folder) if folder.is_dir() else []):
+        from streamkm.io.checkpoint import read_checkpoint  # numpy: only with a checkpoint
+
         try:
             meta = read_checkpoint(path).model_meta
         except StateError:

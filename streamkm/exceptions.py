@@ -7,7 +7,8 @@ the builtin exception a caller would naturally catch (``ValueError`` for bad val
 :class:`ParameterError` and :class:`NotFittedError` also derive from scikit-learn's own
 exceptions, so they are created on first use (module ``__getattr__``): importing this module,
 or ``streamkm``, does not import scikit-learn, which commands that never build a model
-(``streamkm --version``, ``--help``, ``checkpoint inspect``) do not need.
+(``streamkm --version``, ``--help``, ``config check``, ``checkpoint inspect``) do not need;
+modules on those paths raise them through :func:`parameter_error`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ __all__ = [
     "NoLevelSetError",
     "StorageError",
     "OutputRecordError",
+    "parameter_message",
+    "parameter_error",
 ]
 
 
@@ -113,6 +116,38 @@ class OutputRecordError(StreamkmError, ValueError):
     """One entry cannot be serialised or written by a sink for a reason of its own (an
     encoding or serialisation error of that entry), whatever the device. The record is
     dead-lettered with the error as its detail instead; it is never retried."""
+
+
+def parameter_message(owner: str, name: str, accepted: str, value: Any) -> str:
+    """The message of a bad parameter value, worded as scikit-learn's validation words it.
+
+    Parameters
+    ----------
+    owner : str
+        The estimator (or function) the parameter belongs to.
+    name : str
+        The parameter.
+    accepted : str
+        What the parameter accepts (``"an int in the range [1, inf)"``).
+    value : object
+        The refused value, quoted with ``repr``.
+
+    Examples
+    --------
+    >>> parameter_message("MiniBatchKernelKMeans", "tau", "an int in the range [1, inf)", 0)
+    "The 'tau' parameter of MiniBatchKernelKMeans must be an int in the range [1, inf). Got 0 instead."
+    """
+    return f"The {name!r} parameter of {owner} must be {accepted}. Got {value!r} instead."
+
+
+def parameter_error(message: str) -> Exception:
+    """A :class:`ParameterError` with ``message``, to ``raise``.
+
+    For modules on the paths that load no scikit-learn (checking a configuration): a
+    module-level ``from streamkm.exceptions import ParameterError`` creates the class, which
+    imports scikit-learn; this creates it only when a parameter is bad.
+    """
+    return __getattr__("ParameterError")(message)
 
 
 _SKLEARN_BASED_LOCK = threading.Lock()

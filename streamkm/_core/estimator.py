@@ -11,19 +11,18 @@ place (:meth:`StreamkmEstimator._validate_params`), and input checks that set an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from numbers import Integral
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import (
-    Interval,
     InvalidParameterError,
     make_constraint,
     validate_parameter_constraints,
 )
 from sklearn.utils.validation import validate_data
 
+from streamkm._core.param_rules import RANDOM_STATE_RULES, Parameter, parameter_problem
 from streamkm._core.validation import check_finite
 from streamkm.exceptions import InputTypeError, ParameterError, ValidationError
 
@@ -34,9 +33,7 @@ _FLOAT_DTYPES = (np.float64, np.float32)
 
 #: ``random_state`` in every estimator: None, a non-negative int seed or a numpy Generator
 #: (see :func:`streamkm._core.validation.check_random_state`).
-RANDOM_STATE_CONSTRAINT: list[Any] = [
-    Interval(Integral, 0, None, closed="left"), np.random.Generator, None,
-]
+RANDOM_STATE_CONSTRAINT: list[Any] = [rule.to_sklearn() for rule in RANDOM_STATE_RULES]
 
 
 class SparseInputMixin:
@@ -67,6 +64,10 @@ class StreamkmEstimator(BaseEstimator):
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
+    #: The parameters as plain rules (:mod:`streamkm._core.param_rules`), when the
+    #: estimator has them: its values are checked by them (``_parameter_constraints`` is
+    #: then made from them, for scikit-learn's tools).
+    _parameter_rules: ClassVar[dict[str, Parameter]] = {}
 
     def _validate_params(self) -> None:
         """Check every parameter against ``_parameter_constraints``, then their relations.
@@ -90,6 +91,11 @@ class StreamkmEstimator(BaseEstimator):
         ParameterError
             ``"The 'name' parameter of Estimator must be ... Got value instead."``
         """
+        if name in cls._parameter_rules:
+            problem = parameter_problem(cls.__name__, cls._parameter_rules[name], value)
+            if problem is not None:
+                raise ParameterError(problem)
+            return
         constraints = cls._parameter_constraints[name]
         if isinstance(value, (bool, np.bool_)) and not any(
                 c == "boolean" or c is bool for c in constraints):

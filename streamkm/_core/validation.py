@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from streamkm.exceptions import ParameterError, ValidationError
+from streamkm._core.scalar_checks import check_choice, check_float, check_int
+from streamkm.exceptions import ValidationError, parameter_error
 
 __all__ = ["check_array", "check_finite", "check_random_state", "check_int", "check_float", "check_choice",
            "check_float_dtype"]
@@ -61,50 +62,13 @@ def check_random_state(seed: Any) -> np.random.Generator:
     """A numpy Generator from None, an int seed or a Generator."""
     if seed is None or isinstance(seed, (numbers.Integral, np.integer)):
         if seed is not None and int(seed) < 0:
-            raise ParameterError(f"random_state must be a non-negative int, got {seed!r}")
+            raise parameter_error(f"random_state must be a non-negative int, got {seed!r}")
         return np.random.default_rng(None if seed is None else int(seed))
     if isinstance(seed, np.random.Generator):
         return seed
-    raise ParameterError(
+    raise parameter_error(
         f"random_state must be None, an int or a numpy Generator, got {seed!r}"
     )
-
-
-def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:
-    """``value`` as an int within [low, high], else a ParameterError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise ParameterError(f"{name} must be an int, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ParameterError(f"{name} must be {bounds}, got {value!r}")
-    return int(value)
-
-
-def check_float(
-    value: Any, name: str, *, low: float | None = None, high: float | None = None,
-    low_inclusive: bool = True,
-) -> float:
-    """``value`` as a finite float within bounds, else a ParameterError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise ParameterError(f"{name} must be a number, got {value!r}")
-    v = float(value)
-    ok = np.isfinite(v)
-    if ok and low is not None:
-        ok = v >= low if low_inclusive else v > low
-    if ok and high is not None:
-        ok = v <= high
-    if not ok:
-        op = ">=" if low_inclusive else ">"
-        bounds = "finite" if low is None else f"{op} {low}" + ("" if high is None else f" and <= {high}")
-        raise ParameterError(f"{name} must be {bounds}, got {value!r}")
-    return v
-
-
-def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
-    """``value`` if it is one of ``choices``, else a ParameterError naming it."""
-    if not isinstance(value, str) or value not in choices:
-        raise ParameterError(f"{name} must be one of {choices}, got {value!r}")
-    return value
 
 
 def check_float_dtype(value: Any, name: str = "dtype") -> np.dtype:
@@ -112,7 +76,7 @@ def check_float_dtype(value: Any, name: str = "dtype") -> np.dtype:
     try:
         dtype = np.dtype(value)
     except TypeError as exc:
-        raise ParameterError(f"{name} must be float32 or float64, got {value!r}") from exc
+        raise parameter_error(f"{name} must be float32 or float64, got {value!r}") from exc
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ParameterError(f"{name} must be float32 or float64, got {value!r}")
+        raise parameter_error(f"{name} must be float32 or float64, got {value!r}")
     return dtype

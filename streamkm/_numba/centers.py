@@ -105,39 +105,14 @@ def sq_distances_from_inner(diag, inner, center_sq_norms, out):  # pragma: no co
 
 
 @njit(cache=True, nogil=True)
-def nearest_center(diag, inner, center_sq_norms, labels, min_sq_dist):  # pragma: no cover
-    """Nearest center of each row and its squared distance (clipped at 0); returns the sum.
-
-    The first of equally near centers wins. The sum is accumulated in float64.
-    """
-    n, k = inner.shape
-    total = 0.0
-    zero = min_sq_dist.dtype.type(0.0)
-    for i in range(n):
-        best = np.inf
-        arg = 0
-        for j in range(k):
-            d = diag[i] - 2.0 * inner[i, j] + center_sq_norms[j]
-            if d < best:
-                best = d
-                arg = j
-        labels[i] = arg
-        v = min_sq_dist.dtype.type(best)
-        if v < zero:
-            v = zero
-        min_sq_dist[i] = v
-        total += v
-    return total
-
-
-@njit(cache=True, nogil=True)
 def nearest_two_centers(diag, inner, center_sq_norms, labels, min_sq_dist, second_labels,
                         second_sq_dist):  # pragma: no cover - compiled
     """:func:`nearest_center` plus the second-nearest center and its squared distance.
 
-    Labels, distances and the returned sum are those of :func:`nearest_center`, bit for
-    bit. The second-nearest center is the nearest of the others (the first of equally near
-    ones); with a single center ``second_labels`` is -1 and ``second_sq_dist`` is +inf.
+    The first of equally near centers wins; distances are clipped at 0 and their sum,
+    returned, is accumulated in float64. The second-nearest center is the nearest of the
+    others (the first of equally near ones); with a single center ``second_labels`` is -1
+    and ``second_sq_dist`` is +inf.
     """
     n, k = inner.shape
     total = 0.0
@@ -171,7 +146,19 @@ def nearest_two_centers(diag, inner, center_sq_norms, labels, min_sq_dist, secon
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
+def nearest_center(diag, inner, center_sq_norms, labels, min_sq_dist):  # pragma: no cover
+    """Nearest center of each row and its squared distance (clipped at 0); returns the sum.
+
+    The first of equally near centers wins. The sum is accumulated in float64. (The
+    assignment of :func:`nearest_two_centers`, without keeping the second-nearest.)
+    """
+    n = inner.shape[0]
+    return nearest_two_centers(diag, inner, center_sq_norms, labels, min_sq_dist,
+                               np.empty(n, dtype=np.int64), np.empty(n, dtype=min_sq_dist.dtype))
+
+
+@njit(cache=True, nogil=True)
 def truncation_starts(group_lo, center_groups, seg_lo, seg_hi, n_new, tau):  # pragma: no cover
     """First old support row each center keeps so that kept old rows + n_new[j] <= tau.
 

@@ -20,14 +20,14 @@ from pathlib import Path
 
 from streamkm.app.start_over import start_from_beginning
 from streamkm.config.schema import ServiceConfig
+from streamkm.io import registry
 
 __all__ = ["output_paths", "outputs_size", "OutputsBound", "start_over"]
 
 
 def output_paths(config: ServiceConfig) -> list[Path]:
     """The output files the service writes (assignments, events, dead letters)."""
-    names = ("assignments", "events", "dead_letter")
-    return [Path(p) for p in (getattr(config.sinks, n) for n in names) if p is not None]
+    return [path for _, path in registry.output_files(config.sinks)]
 
 
 def outputs_size(paths: list[Path]) -> int:

@@ -8,8 +8,10 @@ folder ``replaced-<UTC time>`` inside ``[checkpoint] dir`` (kept, never read aga
 output files are emptied, and the service starts as on its first run. Every output line is
 then the new model's, and every input record is read once.
 
-Only files can be read again from their beginning: a Kafka source, Kafka outputs, a
-scale-out group or ``source.start_at = "end"`` are refused with the reason.
+Only an input and outputs whose kinds allow it are read again and emptied: each source and
+sinks kind says why it cannot (its ``start_over_refusal`` hook,
+:class:`streamkm.io.registry.KindHooks`: a Kafka source, Kafka outputs, a file source with
+``source.start_at = "end"``), and a scale-out group is refused too, with the reason.
 """
 
 from __future__ import annotations
@@ -21,19 +23,19 @@ from pathlib import Path
 from streamkm.config.preflight import empty_files
 from streamkm.config.schema import ServiceConfig
 from streamkm.exceptions import ConfigError
+from streamkm.io import registry
 from streamkm.io.checkpoint import checkpoint_files
 
 __all__ = ["start_from_beginning"]
 
 
 def _refusal(config: ServiceConfig) -> str | None:
-    if config.source.kind != "file":
-        return ("a Kafka source is re-read by resetting its consumer group's offsets "
-                "(kafka-consumer-groups --reset-offsets --to-earliest), not by streamkm")
-    if config.source.start_at == "end":
-        return "source.start_at = 'end' starts at the end of the files, not their beginning"
-    if config.sinks.kind != "file":
-        return "Kafka outputs cannot be emptied: what was written to them stays"
+    for hooks, section in ((registry.source_hooks(config.source.kind), config.source),
+                           (registry.sinks_hooks(config.sinks.kind), config.sinks)):
+        if hooks.start_over_refusal is not None:
+            reason = hooks.start_over_refusal(section)
+            if reason is not None:
+                return reason
     if config.scaleout.enabled:
         return "a scale-out group's model lives on its model topic, not in checkpoints"
     return None
@@ -61,6 +63,5 @@ def start_from_beginning(config: ServiceConfig) -> Path | None:
         moved.mkdir()
         for path in found:
             os.replace(path, moved / path.name)
-    outputs = [getattr(config.sinks, name) for name in ("assignments", "events", "dead_letter")]
-    empty_files([Path(p) for p in outputs if p is not None and Path(p).is_file()])
+    empty_files([path for _, path in registry.output_files(config.sinks) if path.is_file()])
     return moved

@@ -33,7 +33,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamkm.config.schema import SourceConfig, WarningsConfig
+from streamkm.config.schema import WarningsConfig
+from streamkm.io import registry
 from streamkm.logs import log_event
 from streamkm.runtime.health import unreadable_inputs
 from streamkm.runtime.ticker import TickingHook
@@ -191,8 +192,9 @@ class WarningsHook(TickingHook):
     ----------
     config : WarningsConfig
         Thresholds.
-    source : SourceConfig or KafkaSourceConfig
-        Patterns are watched for a file source only.
+    source : SourceSection
+        The ``[source]`` section: the patterns of its kind's input files are watched
+        (:func:`streamkm.io.registry.input_files`; none for a source without files).
     metrics : ServiceMetrics
         Holds ``warning_active``.
     """
@@ -204,8 +206,7 @@ class WarningsHook(TickingHook):
         self.switches = {name: WarningSwitch(name, metrics.warning_active)
                          for name in WARNINGS}
         self.rejects = RejectWindow(config.reject_window)
-        patterns = ([str(p) for p in source.paths] if isinstance(source, SourceConfig)
-                    else [])
+        patterns = [str(path) for _, path in registry.input_files(source)]
         self.no_files = NoFilesWatch(patterns)
         self._last_accepted = time.monotonic()
         self._accepted_seen = 0

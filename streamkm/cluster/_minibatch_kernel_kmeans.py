@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,15 +14,14 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.utils._param_validation import Interval, StrOptions
 
 from streamkm._core.estimator import (
-    RANDOM_STATE_CONSTRAINT,
     PreservesFloat32Mixin,
     StreamkmEstimator,
     same_param_value,
 )
 from streamkm._core.kernel_lloyd import feature_gram
+from streamkm._core.param_rules import sklearn_constraints
 from streamkm._core.raw_rows import RawRows
 from streamkm._core.state_io import read_npz, write_npz_atomic
 from streamkm._core.threads import step_threads
@@ -34,6 +32,7 @@ from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refr
                                               refresh_reason)
 from streamkm.cluster._monitor import ConvergenceMonitor
 from streamkm.cluster._novelty import NoveltyBuffers, NoveltyMixin, confidence_fields
+from streamkm.cluster._params import PARAMETER_RULES, PARAMETERS, relations_problem
 from streamkm.cluster._state import model_from_state, model_state
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
@@ -42,8 +41,6 @@ from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import (NotFittedError, ParameterError, ValidationError)
 from streamkm.kernels import KernelSpec, build_kernel
 from streamkm.kernels._decision import AutoDecision
-from streamkm.kernels._spec import check_kernel_options
-from streamkm.kernels._constraints import KERNEL_CONSTRAINTS
 from streamkm.model import StepReport
 
 __all__ = ["MiniBatchKernelKMeans", "StepReport"]
@@ -251,27 +248,8 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
     (4, (50,))
     """
 
-    _parameter_constraints: dict[str, list[Any]] = {
-        **KERNEL_CONSTRAINTS,
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "tau": [Interval(Integral, 1, None, closed="left")],
-        "learning_rate": [StrOptions({"sqrt", "count"})],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "patience": [Interval(Integral, 1, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "init": [StrOptions({"k-means++", "farthest"})],
-        "n_init": [Interval(Integral, 1, None, closed="left")],
-        "init_size": [Interval(Integral, 1, None, closed="left"), None],
-        "n_warmup": [Interval(Integral, 0, None, closed="left")],
-        "wake_margin": [Interval(Real, 0, None, closed="left")],
-        "smoothing": [Interval(Real, 0, 1, closed="right")],
-        "random_state": RANDOM_STATE_CONSTRAINT,
-        "drift": ["boolean", dict, DriftPolicy, None],
-        "outlier_alpha": [Interval(Real, 0, 1, closed="neither"), None],
-        "outliers": [StrOptions({"exclude", "learn"})],
-        "novelty_window": [Interval(Integral, 1, None, closed="left")],
-        "label_outliers": ["boolean"],
-    }
+    _parameter_rules = PARAMETER_RULES  # one definition per parameter: cluster/_params.py
+    _parameter_constraints: dict[str, list[Any]] = sklearn_constraints(PARAMETERS)
 
     def __init__(
         self,
@@ -328,10 +306,9 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
 
     # ------------------------------------------------------------------ parameters
     def _check_param_relations(self) -> None:
-        check_kernel_options(self.kernel, self.kernel_params)
-        policy = self._drift_policy()
-        if policy is not None:
-            policy.check_against(int(self.n_clusters))
+        problem = relations_problem(self.get_params(deep=False))
+        if problem is not None:
+            raise ParameterError(problem)
 
     def _check_frozen_params(self) -> None:
         """Refuse a change, since the model started, of a parameter its state is built from."""
@@ -570,8 +547,9 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         """Refit the graph kernel on the reservoir and move the centers and the drift
         windows into its feature space, where drift handling reviews every cluster once;
         the ``kernel_refreshed`` event and the splits it led to."""
-        self._novelty_buffers().forget(self._position_ids())
-        return refresh_model_kernel(self, reason, new_rows)
+        events = refresh_model_kernel(self, reason, new_rows)
+        self._novelty_buffers().forget_rebuilt(events)
+        return events
 
     def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
                ) -> StepReport:

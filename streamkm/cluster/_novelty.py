@@ -31,7 +31,8 @@ _PREFIX = "novelty_"
 
 
 class NoveltyBuffers:
-    """Per-cluster ring buffers of recent members' squared kernel distances (float64).
+    """Per-cluster ring buffers of recent members' squared kernel distances (float64;
+    slots not yet written hold +inf, so a row sorted whole lists its values first).
 
     Row ``j`` of the arrays belongs to the cluster with stable id ``ids[j]``;
     :meth:`align` reorders them to the model's clusters before each use.
@@ -44,15 +45,13 @@ class NoveltyBuffers:
         self.ring = np.ascontiguousarray(ring, dtype=np.float64)
         self.heads = np.asarray(heads, dtype=np.int64)
         self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.ordered = np.zeros_like(self.ring)
-        for j, n in enumerate(self.sizes):
-            self.ordered[j, :n] = np.sort(self.ring[j, :n])
+        self.ordered = np.sort(self.ring, axis=1)
 
     @classmethod
     def empty(cls, window: int, ids: np.ndarray) -> NoveltyBuffers:
         """Empty buffers for the clusters ``ids``."""
         k = len(ids)
-        return cls(window, ids, np.zeros((k, int(window))), np.zeros(k, np.int64),
+        return cls(window, ids, np.full((k, int(window)), np.inf), np.zeros(k, np.int64),
                    np.zeros(k, np.int64))
 
     def align(self, ids: np.ndarray) -> None:
@@ -63,8 +62,8 @@ class NoveltyBuffers:
         ids = np.array(ids, dtype=np.int64)
         where = {int(c): j for j, c in enumerate(self.ids)}
         k = ids.shape[0]
-        ring = np.zeros((k, self.window))
-        ordered = np.zeros((k, self.window))
+        ring = np.full((k, self.window), np.inf)
+        ordered = np.full((k, self.window), np.inf)
         heads = np.zeros(k, np.int64)
         sizes = np.zeros(k, np.int64)
         for j, c in enumerate(ids):
@@ -83,12 +82,15 @@ class NoveltyBuffers:
 
     def push(self, labels: np.ndarray, sq_distances: np.ndarray) -> None:
         """Add every row's distance to its cluster's buffer (in row order)."""
-        _nn.push_members(labels, sq_distances, self.ring, self.heads, self.sizes, self.ordered)
+        touched = _nn.push_members(labels, sq_distances, self.ring, self.heads, self.sizes,
+                                   np.zeros(self.ids.shape[0], dtype=bool))
+        self.ordered[touched] = np.sort(self.ring[touched], axis=1)
 
     def forget(self, ids: Any) -> None:
         """Empty the buffers of the clusters ``ids`` (they warm up again)."""
-        for j in np.flatnonzero(np.isin(self.ids, np.asarray(list(ids), dtype=np.int64))):
-            self.heads[j] = self.sizes[j] = 0
+        rows = np.isin(self.ids, np.asarray(list(ids), dtype=np.int64))
+        self.heads[rows] = self.sizes[rows] = 0
+        self.ring[rows] = self.ordered[rows] = np.inf
 
     def forget_rebuilt(self, events: Any) -> None:
         """Empty the buffers of the clusters a split or a merge among ``events`` rebuilt,
@@ -102,9 +104,15 @@ class NoveltyBuffers:
             elif kind == "kernel_refreshed":
                 self.forget(self.ids)
 
+    def _written(self) -> np.ndarray:
+        """Mask of the ring slots that hold a value (the first ``sizes[j]`` of row j)."""
+        return np.arange(self.window)[None, :] < self.sizes[:, None]
+
     def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Plain arrays and metadata (see :meth:`from_state`)."""
-        arrays = {_PREFIX + "ids": self.ids, _PREFIX + "ring": self.ring,
+        """Plain arrays and metadata (see :meth:`from_state`); slots not yet written are
+        stored as 0, so every value in the state is finite."""
+        ring = np.where(self._written(), self.ring, 0.0)
+        arrays = {_PREFIX + "ids": self.ids, _PREFIX + "ring": ring,
                   _PREFIX + "heads": self.heads, _PREFIX + "sizes": self.sizes}
         return arrays, {"window": self.window}
 
@@ -125,7 +133,9 @@ class NoveltyBuffers:
                 f"novelty buffers of shape {ring.shape!r} with sizes {sizes.tolist()!r} and "
                 f"heads {heads.tolist()!r} do not fit {k} clusters of window {window}"
             )
-        return cls(window, ids.copy(), ring.copy(), heads.copy(), sizes.copy())
+        written = np.arange(window)[None, :] < sizes[:, None]
+        return cls(window, ids.copy(), np.where(written, ring, np.inf), heads.copy(),
+                   sizes.copy())
 
 
 class NoveltyScreen:

@@ -10,8 +10,10 @@ Checked: the metrics address resolves to an address of this host and its port is
 checkpoint folder and the output files can be created and written (a probe file is written,
 fsynced and removed, so a read-only or full file system is found before any output exists);
 no configured path lies under a regular file; source files are readable (a missing one is a
-warning: the tailer waits for it); with ``network=True`` the Kafka bootstrap servers accept
-a TCP connection.
+warning: the tailer waits for it); with ``network=True`` the servers of the source and
+sinks kinds accept a connection (e.g. the Kafka bootstrap servers). Which files a kind reads
+and writes and how its servers are reached are the hooks its connector registered
+(:class:`streamkm.io.registry.KindHooks`).
 
 :func:`check_existing_outputs` refuses a start without a checkpoint over non-empty output
 files, which the service could not account for (``--on-existing-output``).
@@ -29,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from streamkm.config.schema import ServiceConfig, SourceConfig
+from streamkm.config.schema import ServiceConfig
 from streamkm.exceptions import ConfigError
-from streamkm.io.checkpoint import checkpoint_files
+from streamkm.io import registry
+from streamkm.io.checkpoint_files import checkpoint_files
 
 __all__ = ["Finding", "preflight", "metrics_bind_error", "check_existing_outputs",
            "existing_outputs", "checkpoint_findings", "empty_files", "PROBE_BYTES", "OnExistingOutput"]
@@ -205,19 +208,14 @@ def _check_metrics(config: ServiceConfig) -> list[Finding]:
     return []
 
 
-def _check_brokers(config: ServiceConfig, timeout_s: float) -> list[Finding]:
-    unreachable = []
-    for server in config.kafka.bootstrap_servers:
-        host, _, port = server.rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]") or server, int(port or 9092)),
-                                          timeout=timeout_s):
-                return []
-        except (OSError, ValueError) as exc:
-            unreachable.append(f"{server} ({getattr(exc, 'strerror', None) or exc})")
-    return [Finding("error", f"kafka.bootstrap_servers {config.kafka.bootstrap_servers!r}: "
-                             f"no broker accepts a connection: {', '.join(unreachable)}: "
-                             f"start the broker or {_fix('kafka.bootstrap_servers')}")]
+def _check_reachable(config: ServiceConfig, timeout_s: float) -> list[Finding]:
+    checks = [registry.source_hooks(config.source.kind).reachability,
+              registry.sinks_hooks(config.sinks.kind).reachability]
+    findings: list[Finding] = []
+    for i, check in enumerate(checks):
+        if check is not None and check not in checks[:i]:  # a check both kinds share: once
+            findings += [Finding("error", message) for message in check(config, timeout_s)]
+    return findings
 
 
 def preflight(config: ServiceConfig, *, network: bool = False,
@@ -229,7 +227,8 @@ def preflight(config: ServiceConfig, *, network: bool = False,
     config : ServiceConfig
         The validated configuration (paths absolute).
     network : bool
-        Also try a TCP connection to the Kafka bootstrap servers (when Kafka is used).
+        Also try a connection to the servers of the source and sinks kinds (e.g. the Kafka
+        bootstrap servers).
     broker_timeout_s : float
         Connection timeout per bootstrap server.
 
@@ -242,18 +241,14 @@ def preflight(config: ServiceConfig, *, network: bool = False,
     if config.metrics.enabled:
         findings += _check_metrics(config)
     findings += _check_folder("checkpoint.dir", Path(config.checkpoint.dir))
-    if config.sinks.kind == "file":
-        for name in ("assignments", "events", "dead_letter"):
-            path = getattr(config.sinks, name)
-            if path is not None:
-                findings += _check_output_file(f"sinks.{name}", Path(path))
-    if config.sinks.model is not None:  # the model file, with either sinks kind
+    for key, path in registry.output_files(config.sinks):
+        findings += _check_output_file(key, path)
+    if config.sinks.model is not None:  # the model file, with any sinks kind
         findings += _check_output_file("sinks.model", Path(config.sinks.model))
-    if isinstance(config.source, SourceConfig):
-        for i, path in enumerate(config.source.paths):
-            findings += _check_source_file(f"source.paths[{i}]", Path(path))
-    if network and "kafka" in (config.source.kind, config.sinks.kind):
-        findings += _check_brokers(config, broker_timeout_s)
+    for key, path in registry.input_files(config.source):
+        findings += _check_source_file(key, path)
+    if network:
+        findings += _check_reachable(config, broker_timeout_s)
     return sorted(findings, key=lambda f: f.severity != "error")
 
 
@@ -263,14 +258,11 @@ def existing_outputs(config: ServiceConfig) -> list[Path]:
     Without a checkpoint the service cannot know which of their lines it wrote, so it
     would append after them as if they were its own.
     """
-    if config.sinks.kind != "file":
-        return []
+    paths = [path for _, path in registry.output_files(config.sinks)]
     folder = Path(config.checkpoint.dir)
-    if folder.is_dir() and checkpoint_files(folder):
+    if not paths or folder.is_dir() and checkpoint_files(folder):
         return []
-    paths = [getattr(config.sinks, name) for name in ("assignments", "events", "dead_letter")]
-    return [Path(p) for p in paths if p is not None and Path(p).is_file()
-            and Path(p).stat().st_size > 0]
+    return [p for p in paths if p.is_file() and p.stat().st_size > 0]
 
 
 def check_existing_outputs(config: ServiceConfig, mode: OnExistingOutput) -> list[Path]:
@@ -327,13 +319,13 @@ def checkpoint_findings(config: ServiceConfig) -> list[Finding]:
     """The refusal ``streamkm run`` makes of ``config`` against the newest checkpoint that
     verifies (a changed model-defining setting), as an error; nothing without a checkpoint.
     Reads only (no temporary file is removed, nothing is logged)."""
+    folder = Path(config.checkpoint.dir)
+    if config.scaleout.enabled or not folder.is_dir() or not checkpoint_files(folder):
+        return []
     from streamkm.config.diff import check_against_checkpoint
     from streamkm.exceptions import StateError
-    from streamkm.io.checkpoint import read_checkpoint
+    from streamkm.io.checkpoint import read_checkpoint  # numpy: only with a checkpoint
 
-    folder = Path(config.checkpoint.dir)
-    if config.scaleout.enabled or not folder.is_dir():
-        return []
     for path in reversed(checkpoint_files(folder)):
         try:
             checkpoint = read_checkpoint(path)

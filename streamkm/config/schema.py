@@ -1,8 +1,10 @@
 """The service configuration: pydantic models loaded from TOML with environment overrides.
 
 A configuration file has one table per section (``[source]``, ``[decoding]``, ``[model]``,
-``[batching]``, ``[checkpoint]``, ``[sinks]``, ``[metrics]``, ``[logging]``, ``[kafka]``,
-``[sketch]``, ``[drift]``, ``[scaleout]``, ``[status]``, ``[warnings]``). An environment
+``[batching]``, ``[checkpoint]``, ``[sinks]``, ``[metrics]``, ``[logging]``, ``[sketch]``,
+``[drift]``, ``[scaleout]``, ``[status]``, ``[warnings]``, and the sections of the installed
+connectors, e.g. ``[kafka]``). The models of ``[source]`` and ``[sinks]`` are those the
+connector of their ``kind`` registered (:mod:`streamkm.io.registry`). An environment
 variable ``STREAMKM_<SECTION>__<KEY>`` overrides one key; its value is read as a TOML value
 (``8``, ``true``, ``"text"``, ``[1, 2]``) and, if that fails, taken as a plain string.
 Unknown sections or keys and bad values raise :class:`~streamkm.exceptions.ConfigError`
@@ -43,30 +45,28 @@ from streamkm.config.sections import (
     DecodingConfig,
     DriftConfig,
     FIRST_BATCH_ROWS,
-    KafkaConfig,
-    KafkaSourceConfig,
     LoggingConfig,
     MODEL_KEYS_ELSEWHERE,
     MODEL_SERVICE_DEFAULTS,
     MetricsConfig,
     ModelConfig,
     ScaleoutConfig,
-    SinksConfig,
+    Section,
+    SinksSection,
     SketchConfig,
-    SourceConfig,
+    SourceSection,
     StatusConfig,
     UiConfig,
     WarningsConfig,
     _Section,
-    _source_kind,
 )
-from streamkm.exceptions import ConfigError, ParameterError
+from streamkm.exceptions import ConfigError
 from streamkm.io import registry
 
 __all__ = [
-    "SourceConfig",
-    "KafkaSourceConfig",
-    "KafkaConfig",
+    "Section",
+    "SourceSection",
+    "SinksSection",
     "DecodingConfig",
     "ModelConfig",
     "MODEL_KEYS_ELSEWHERE",
@@ -76,7 +76,6 @@ __all__ = [
     "DriftConfig",
     "ScaleoutConfig",
     "CheckpointConfig",
-    "SinksConfig",
     "MetricsConfig",
     "LoggingConfig",
     "StatusConfig",
@@ -95,18 +94,20 @@ __all__ = [
 ENV_PREFIX = "STREAMKM_"
 
 
-class ServiceConfig(_Section):
-    """The whole service configuration."""
+#: The sections whose model is chosen by their ``kind`` key among the registered kinds.
+KIND_SECTIONS = ("source", "sinks")
 
-    source: Annotated[
-        Annotated[SourceConfig, Tag("file")] | Annotated[KafkaSourceConfig, Tag("kafka")],
-        Discriminator(_source_kind),
-    ]
+
+class ServiceConfig(_Section):
+    """The whole service configuration (:func:`service_model` adds the registered kinds'
+    ``[source]`` and ``[sinks]`` models and the connectors' own sections)."""
+
+    source: SourceSection
     decoding: DecodingConfig
     model: ModelConfig
     batching: BatchingConfig = BatchingConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
-    sinks: SinksConfig = SinksConfig()
+    sinks: SinksSection
     metrics: MetricsConfig = MetricsConfig()
     ui: UiConfig = UiConfig()
     logging: LoggingConfig = LoggingConfig()
@@ -115,7 +116,6 @@ class ServiceConfig(_Section):
     sketch: SketchConfig = SketchConfig()
     drift: DriftConfig = DriftConfig()
     scaleout: ScaleoutConfig = ScaleoutConfig()
-    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
 
     @property
     def first_batch(self) -> int:
@@ -143,7 +143,7 @@ class ServiceConfig(_Section):
         return self
 
     @model_validator(mode="after")
-    def _scaleout_needs_kafka(self) -> ServiceConfig:
+    def _scaleout_needs_a_transport(self) -> ServiceConfig:
         kinds = registry.scaleout_kinds()
         if self.scaleout.enabled and self.source.kind not in kinds:
             raise ValueError(f"scaleout.enabled = true needs a source.kind with a scale-out "
@@ -154,42 +154,18 @@ class ServiceConfig(_Section):
     @model_validator(mode="after")
     def _model_sink_single_process(self) -> ServiceConfig:
         if self.scaleout.enabled and self.sinks.publishes_model:
-            key = "sinks.model" if self.sinks.model is not None else "sinks.model_topic"
+            key = self.sinks.model_sink_keys()[0]
             raise ValueError(f"{key} (the model sink) is not supported with scaleout.enabled "
                              f"= true yet: the group's model versions are on "
                              f"scaleout.model_topic")
         return self
 
     @model_validator(mode="after")
-    def _transactions_need_kafka_both_ways(self) -> ServiceConfig:
-        tid = self.kafka.transactional_id
-        if tid is None:
-            for key in ("transaction_timeout_ms", "transaction_check_interval_ms"):
-                value = getattr(self.kafka, key)
-                if value != type(self.kafka).model_fields[key].default:  # set for nothing
-                    raise ValueError(f"kafka.{key} = {value!r} needs kafka.transactional_id")
-            return self
-        if self.source.kind != "kafka" or self.sinks.kind != "kafka":
-            raise ValueError(f"kafka.transactional_id = {tid!r} needs source.kind = 'kafka' and "
-                             f"sinks.kind = 'kafka', got {self.source.kind!r} and "
-                             f"{self.sinks.kind!r}")
-        if self.sinks.model_topic is not None:
-            raise ValueError(f"kafka.transactional_id = {tid!r} and sinks.model_topic = "
-                             f"{self.sinks.model_topic!r} cannot be combined yet (a model is "
-                             f"published outside the output transactions): use sinks.model "
-                             f"(a file) for the model")
-        if self.scaleout.enabled:
-            raise ValueError(f"kafka.transactional_id = {tid!r} is not supported with "
-                             f"scaleout.enabled = true (scale-out outputs: docs/scaleout.md)")
-        return self
-
-    @model_validator(mode="after")
     def _drift_fits_the_model(self) -> ServiceConfig:
         if self.drift.policy is not None:
-            try:
-                self.drift.policy.check_against(self.model.n_clusters)
-            except ParameterError as exc:
-                raise ValueError(f"model.n_clusters and [drift]: {exc}") from None
+            problem = self.drift.policy.problem_against(self.model.n_clusters)
+            if problem is not None:
+                raise ValueError(f"model.n_clusters and [drift]: {problem}")
         return self
 
     @model_validator(mode="after")
@@ -211,24 +187,31 @@ class ServiceConfig(_Section):
                                      f"at most {key} ({limit})")
         return self
 
+    @model_validator(mode="after")
+    def _connectors_accept_it(self) -> ServiceConfig:
+        for check in registry.config_checks():  # e.g. what exactly-once outputs need
+            check(self)
+        return self
+
     def resolve_paths(self, base: Path) -> ServiceConfig:
-        """A copy with every relative path made absolute against ``base``."""
-        def fix(p: Path | None) -> Path | None:
-            if p is None:
-                return None
+        """A copy with every relative path of every section (a path key, or a list of
+        paths) made absolute against ``base``."""
+        def fix(p: Path) -> Path:
             p = Path(os.path.expanduser(p))
             return p if p.is_absolute() else (base / p).resolve()
 
         data = self.model_copy(deep=True)
-        if isinstance(data.source, SourceConfig):
-            data.source.paths = [fix(p) for p in data.source.paths]  # type: ignore[misc]
-        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_crlfile"):
-            setattr(data.kafka, name, fix(getattr(data.kafka, name)))
-        data.checkpoint.dir = fix(data.checkpoint.dir)  # type: ignore[assignment]
-        data.sinks.assignments = fix(data.sinks.assignments)
-        data.sinks.events = fix(data.sinks.events)
-        data.sinks.dead_letter = fix(data.sinks.dead_letter)  # type: ignore[assignment]
-        data.sinks.model = fix(data.sinks.model)
+        for name in type(data).model_fields:
+            section = getattr(data, name)
+            if not isinstance(section, BaseModel):
+                continue
+            for key in type(section).model_fields:
+                value = getattr(section, key)
+                if isinstance(value, Path):
+                    setattr(section, key, fix(value))
+                elif isinstance(value, list) and value and all(isinstance(v, Path)
+                                                               for v in value):
+                    setattr(section, key, [fix(v) for v in value])
         return data
 
 
@@ -237,21 +220,47 @@ _models: dict[tuple[Any, ...], type[ServiceConfig]] = {}
 
 def service_model() -> type[ServiceConfig]:
     """:class:`ServiceConfig` with the sections the installed connectors registered: the
-    ``[source]`` table of every registered kind, and their own top-level tables
-    (:mod:`streamkm.io.registry`). Loaded configurations are instances of it."""
-    kinds, extra = registry.source_sections(), registry.config_sections()
-    key = (tuple(kinds.items()), tuple(extra.items()))
+    ``[source]`` and ``[sinks]`` tables of every registered kind, and their own top-level
+    tables (:mod:`streamkm.io.registry`). Loaded configurations are instances of it."""
+    kinds = {"source": registry.source_sections(), "sinks": registry.sinks_sections()}
+    extra = registry.config_sections()
+    key = tuple(tuple(k.items()) for k in kinds.values()) + (tuple(extra.items()),)
     if key not in _models:
         _models[key] = _build_service_model(kinds, extra)
     return _models[key]
 
 
-def _build_service_model(kinds: dict[str, type], extra: dict[str, type]) -> type[ServiceConfig]:
+def default_kind(models: dict[str, type]) -> str | None:
+    """The kind a ``[source]`` or ``[sinks]`` table that names none has: the registered
+    model whose ``kind`` key has a default."""
+    for kind, model in models.items():
+        if not model.model_fields["kind"].is_required():
+            return kind
+    return None
+
+
+def _kind_union(models: dict[str, type]) -> Any:
+    default = default_kind(models)
+
+    def kind_of(value: Any) -> str | None:
+        kind = (value.get("kind", default) if isinstance(value, dict)
+                else getattr(value, "kind", default))
+        return kind if isinstance(kind, str) or kind is None else repr(kind)
+
+    tagged = tuple(Annotated[model, Tag(kind)] for kind, model in models.items())
+    union = tagged[0] if len(tagged) == 1 else typing.Union[tagged]  # noqa: UP007
+    return Annotated[union, Discriminator(kind_of)]
+
+
+def _build_service_model(kinds: dict[str, dict[str, type]],
+                         extra: dict[str, type]) -> type[ServiceConfig]:
     fields: dict[str, Any] = {}
-    if kinds:
-        tagged = tuple(Annotated[model, Tag(kind)] for kind, model in kinds.items())
-        union = tagged[0] if len(tagged) == 1 else typing.Union[tagged]  # noqa: UP007
-        fields["source"] = (Annotated[union, Discriminator(_source_kind)], ...)
+    for name, models in kinds.items():
+        if models:
+            default = default_kind(models)
+            fields[name] = (_kind_union(models),
+                            ... if default is None or name == "source"
+                            else Field(default_factory=models[default]))
     for name, model in extra.items():
         if name in ServiceConfig.model_fields:
             raise ConfigError(f"a connector registered config section [{name}], which "
@@ -267,17 +276,25 @@ def _build_service_model(kinds: dict[str, type], extra: dict[str, type]) -> type
                         __doc__=ServiceConfig.__doc__, **fields)
 
 
-def _source_kinds() -> list[str]:
-    return sorted(registry.source_sections()) or ["file", "kafka"]
+def kind_models(section: str) -> dict[str, type]:
+    """The registered models of the ``[source]`` or ``[sinks]`` table, by kind."""
+    return registry.source_sections() if section == "source" else registry.sinks_sections()
 
 
 def _empty_path_to_none(raw: dict[str, Any]) -> None:
     sinks = raw.get("sinks")
-    if isinstance(sinks, dict):
-        for key in ("assignments", "events", "assignments_topic", "events_topic", "model",
-                    "model_topic"):
-            if sinks.get(key) == "":
-                sinks[key] = None
+    if not isinstance(sinks, dict):
+        return
+    optional = {key for model in kind_models("sinks").values()
+                for key, info in model.model_fields.items() if _admits_none(info.annotation)}
+    for key in optional:
+        if sinks.get(key) == "":
+            sinks[key] = None
+
+
+def _admits_none(annotation: Any) -> bool:
+    return (typing.get_origin(annotation) in (typing.Union, types.UnionType)
+            and type(None) in typing.get_args(annotation))
 
 
 def _is_text_type(annotation: Any) -> bool:
@@ -295,8 +312,8 @@ def _is_text_type(annotation: Any) -> bool:
 
 
 def _section_models(section: str) -> list[type[BaseModel]]:
-    if section == "source":
-        return list(registry.source_sections().values()) or [SourceConfig, KafkaSourceConfig]
+    if section in KIND_SECTIONS:
+        return list(kind_models(section).values())
     annotation = service_model().model_fields[section].annotation
     return [annotation] if isinstance(annotation, type) else []
 
@@ -357,18 +374,22 @@ def _lookup(raw: Any, loc: tuple[Any, ...]) -> tuple[bool, Any]:
 def _format_errors(exc: ValidationError, raw: dict[str, Any], origin: dict[str, str],
                    where: str) -> str:
     lines = []
-    kinds = _source_kinds()
     for err in exc.errors():
         loc = tuple(err["loc"])
-        if len(loc) > 1 and loc[0] == "source" and loc[1] in kinds:
+        kinds = sorted(kind_models(loc[0])) if loc and loc[0] in KIND_SECTIONS else []
+        if len(loc) > 1 and loc[1] in kinds:
             loc = loc[:1] + loc[2:]  # drop the union tag
         key = ".".join(str(p) for p in loc)
         found, value = _lookup(raw, loc)
         value = mask_value(key, value)
+        owners = _kinds_with_key(loc) if err["type"] == "extra_forbidden" else []
         if err["type"] == "union_tag_invalid":
             found, value = _lookup(raw, loc + ("kind",))
             text = (f"config key {key + '.kind'!r} has bad value {value!r}: expected "
                     f"{' or '.join(map(repr, kinds))}")
+        elif owners:  # a key of another kind of this section
+            text = (f"{key} = {value!r} needs {loc[0]}.kind = "
+                    f"{' or '.join(map(repr, owners))}")
         elif err["type"] == "extra_forbidden":
             text = f"unknown config key {key!r} (value {value!r})"
         elif err["type"] == "missing":
@@ -389,6 +410,16 @@ def _format_errors(exc: ValidationError, raw: dict[str, Any], origin: dict[str, 
             text += f" (from environment variable {origin[section_key]})"
         lines.append(text)
     return f"invalid configuration {where}: " + "; ".join(lines)
+
+
+def _kinds_with_key(loc: tuple[Any, ...]) -> list[str]:
+    """The kinds of ``[sinks]`` whose model has the key ``loc[1]``, for an unknown key
+    ``loc`` of another kind's ``[sinks]`` table (none for another section or a nested key;
+    an unknown ``[source]`` key is reported as unknown)."""
+    if len(loc) != 2 or loc[0] != "sinks":
+        return []
+    return sorted(kind for kind, model in kind_models(loc[0]).items()
+                  if loc[1] in model.model_fields)
 
 
 def config_from_mapping(raw: Mapping[str, Any], *, env: Mapping[str, str] | None = None,

@@ -4,11 +4,10 @@ configuration, its loading and its environment overrides are :mod:`streamkm.conf
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -16,21 +15,17 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    SecretStr,
     Strict,
     create_model,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
-from sklearn.utils._param_validation import StrOptions
-
-from streamkm.cluster import MiniBatchKernelKMeans
+from streamkm import exceptions
+from streamkm._core.param_rules import is_text_only, parameter_problem
+from streamkm.cluster._params import ESTIMATOR, PARAMETER_RULES, PARAMETERS, relations_problem
 from streamkm.drift.policy import DriftPolicy
-from streamkm.config.secrets import mask_value
-from streamkm.exceptions import ParameterError
-from streamkm.io.registry import client_settings_check
-from streamkm.kernels._spec import check_kernel_options
+from streamkm.kernels._registry import kernel_options_problem
 
 
 def _non_empty_path(value: Any) -> Any:
@@ -49,159 +44,16 @@ class _Section(BaseModel):
                               allow_inf_nan=False)
 
 
-class SourceConfig(_Section):
-    """Tailed files (``kind = "file"``, the default); see :class:`KafkaSourceConfig`."""
-
-    kind: Literal["file"] = "file"
-    paths: list[ConfigPath] = Field(min_length=1)
-    framing: Literal["lines", "fixed"] = "lines"
-    record_size: int | None = Field(default=None, gt=0)
-    max_record_bytes: int = Field(default=1 << 20, gt=0)
-    start_at: Literal["beginning", "end"] = "beginning"
-    poll_interval_ms: float = Field(default=20.0, gt=0)
-
-    @model_validator(mode="after")
-    def _fixed_needs_size(self) -> SourceConfig:
-        if self.framing == "fixed" and self.record_size is None:
-            raise ValueError("source.record_size (bytes per record) is required when "
-                             "source.framing = 'fixed'")
-        return self
+#: The base of every section model (strict types, no unknown keys, finite numbers); the
+#: sections connectors register derive from it too.
+Section = _Section
 
 
-class KafkaSourceConfig(_Section):
-    """A Kafka consumer group (``kind = "kafka"``); connection settings are in ``[kafka]``."""
+class SourceSection(_Section):
+    """The base of a ``[source]`` table: each source kind's model (registered with its
+    factory, :func:`streamkm.io.registry.register_source`) adds its keys."""
 
-    kind: Literal["kafka"]
-    topics: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    pattern: str | None = Field(default=None, min_length=1)
-    group_id: str = Field(default="streamkm", min_length=1)
-    group_instance_id: str | None = Field(default=None, min_length=1)
-    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
-    session_timeout_ms: int = Field(default=6000, gt=0)
-    heartbeat_interval_ms: int = Field(default=1000, gt=0)
-    max_poll_interval_ms: int = Field(default=30000, gt=0)
-    max_poll_records: int = Field(default=2000, gt=0)
-    max_record_bytes: int = Field(default=1 << 20, gt=0)
-    max_buffered_records: int = Field(default=10000, gt=0)
-    poll_interval_ms: float = Field(default=100.0, gt=0)
-    commit_timeout_ms: int = Field(default=10000, gt=0)
-
-    @model_validator(mode="after")
-    def _topics_or_pattern(self) -> KafkaSourceConfig:
-        if bool(self.topics) == (self.pattern is not None):
-            raise ValueError(
-                f"set exactly one of source.topics (got {self.topics!r}) and source.pattern "
-                f"(got {self.pattern!r})")
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ValueError(
-                f"source.heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be below "
-                f"source.session_timeout_ms ({self.session_timeout_ms})")
-        return self
-
-
-def _source_kind(value: Any) -> str:
-    kind = value.get("kind", "file") if isinstance(value, dict) else getattr(value, "kind", "file")
-    return kind if isinstance(kind, str) else repr(kind)
-
-
-#: Keys of ``[kafka.consumer]`` / ``[kafka.producer]`` that streamkm sets itself.
-_MANAGED_KAFKA_KEYS = frozenset({
-    "bootstrap_servers", "group_id", "enable_auto_commit", "key_deserializer",
-    "value_deserializer", "key_serializer", "value_serializer", "default_offset_commit_callback",
-    "kafka_client", "selector", "metric_reporters", "ssl_context", "sasl_oauth_token_provider",
-})
-
-
-class KafkaConfig(_Section):
-    """Connection to the Kafka cluster, shared by the Kafka source and the Kafka sinks.
-
-    ``consumer`` and ``producer`` pass any other kafka-python ``KafkaConsumer`` /
-    ``KafkaProducer`` setting through (unknown names are errors).
-    """
-
-    bootstrap_servers: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=lambda: ["127.0.0.1:9092"], min_length=1)
-    client_id: str = Field(default="streamkm", min_length=1)
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER",
-                            "GSSAPI"] | None = None
-    sasl_plain_username: str | None = None
-    sasl_plain_password: SecretStr | None = None
-    ssl_cafile: ConfigPath | None = None
-    ssl_certfile: ConfigPath | None = None
-    ssl_keyfile: ConfigPath | None = None
-    ssl_crlfile: ConfigPath | None = None
-    ssl_password: SecretStr | None = None
-    ssl_check_hostname: bool = True
-    api_version: str | None = Field(default=None, pattern=r"^\d+(\.\d+){1,2}$")
-    request_timeout_ms: int = Field(default=30000, gt=0)
-    bootstrap_timeout_ms: int = Field(default=5000, gt=0)
-    reconnect_backoff_ms: int = Field(default=50, gt=0)
-    reconnect_backoff_max_ms: int = Field(default=5000, gt=0)
-    #: Exactly-once Kafka outputs (docs/service.md, Kafka): unique per process, stable across
-    #: its restarts (a restart fences the previous incarnation's producer).
-    transactional_id: str | None = Field(default=None, min_length=1)
-    transaction_timeout_ms: int = Field(default=60000, gt=0)
-    #: While no transaction commits, how often the producer checks with the transaction
-    #: coordinator that it was not fenced (connectors/kafka_sinks.py).
-    transaction_check_interval_ms: int = Field(default=5000, gt=0)
-    consumer: dict[str, Any] = Field(default_factory=dict)
-    producer: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("consumer", "producer")
-    @classmethod
-    def _known_client_settings(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
-        if not value:
-            return value
-        for key in value:
-            if key in _MANAGED_KAFKA_KEYS or key in cls.model_fields:
-                shown = mask_value(key, value[key])
-                raise ValueError(f"kafka.{info.field_name}.{key} = {shown!r} is set by "
-                                 f"streamkm or in [kafka]/[source], not here")
-        check = client_settings_check("kafka")  # the connector knows its client's settings
-        if check is not None:
-            check(info.field_name, value)
-        return value
-
-    @model_validator(mode="after")
-    def _sasl_complete(self) -> KafkaConfig:
-        if self.security_protocol.startswith("SASL_"):
-            if self.sasl_mechanism is None:
-                raise ValueError(f"kafka.sasl_mechanism is required with "
-                                 f"kafka.security_protocol = {self.security_protocol!r}")
-            if self.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and (
-                    self.sasl_plain_username is None or self.sasl_plain_password is None):
-                raise ValueError(f"kafka.sasl_plain_username and kafka.sasl_plain_password "
-                                 f"are required with kafka.sasl_mechanism = "
-                                 f"{self.sasl_mechanism!r}")
-        return self
-
-    def client_settings(self) -> dict[str, Any]:
-        """Keyword arguments common to kafka-python's consumer and producer."""
-        settings: dict[str, Any] = {
-            "bootstrap_servers": list(self.bootstrap_servers), "client_id": self.client_id,
-            "security_protocol": self.security_protocol,
-            "ssl_check_hostname": self.ssl_check_hostname,
-            "request_timeout_ms": self.request_timeout_ms,
-            "bootstrap_timeout_ms": self.bootstrap_timeout_ms,
-            "reconnect_backoff_ms": self.reconnect_backoff_ms,
-            "reconnect_backoff_max_ms": self.reconnect_backoff_max_ms,
-        }
-        if self.sasl_mechanism is not None:
-            settings["sasl_mechanism"] = self.sasl_mechanism
-        if self.sasl_plain_username is not None:
-            settings["sasl_plain_username"] = self.sasl_plain_username
-        for name in ("sasl_plain_password", "ssl_password"):
-            secret = getattr(self, name)
-            if secret is not None:
-                settings[name] = secret.get_secret_value()
-        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_crlfile"):
-            path = getattr(self, name)
-            if path is not None:
-                settings[name] = str(path)
-        if self.api_version is not None:
-            settings["api_version"] = tuple(int(p) for p in self.api_version.split("."))
-        return settings
+    kind: str
 
 
 class DecodingConfig(_Section):
@@ -219,18 +71,17 @@ class DecodingConfig(_Section):
     dtype: Literal["float32", "float64"] = "float64"
 
 
-def _checked_by(check: Callable[[str, Any], None], name: str, prefix: str,
+def _checked_by(problem: Callable[[str, Any], str | None], name: str, prefix: str,
                 suffix: Callable[[Any], str]) -> BeforeValidator:
-    """A validator that runs ``check(name, value)``, the component's own check of one
-    parameter; its message (without ``prefix`` and ``suffix(value)``) says what the key
-    accepts."""
+    """A validator that runs ``problem(name, value)``, the component's own check of one
+    parameter (None, or what is wrong); its message (without ``prefix`` and
+    ``suffix(value)``) says what the key accepts."""
 
     def validate(value: Any) -> Any:
-        try:
-            check(name, value)
-        except ParameterError as exc:
-            reason = str(exc).removeprefix(prefix).removesuffix(suffix(value))
-            raise PydanticCustomError("bad_parameter", "{reason}", {"reason": reason}) from None
+        message = problem(name, value)
+        if message is not None:
+            reason = message.removeprefix(prefix).removesuffix(suffix(value))
+            raise PydanticCustomError("bad_parameter", "{reason}", {"reason": reason})
         return value
 
     return BeforeValidator(validate)
@@ -267,12 +118,9 @@ class _ModelSection(_Section):
     @classmethod
     def _options_of_the_kernel(cls, value: Any, info: Any) -> Any:
         kernel = info.data.get("kernel")  # absent when the kernel itself was refused
-        if kernel is not None:
-            try:
-                check_kernel_options(kernel, value)
-            except ParameterError as exc:
-                raise PydanticCustomError("bad_parameter", "{reason}",
-                                          {"reason": str(exc)}) from None
+        problem = None if kernel is None else kernel_options_problem(kernel, value)
+        if problem is not None:
+            raise PydanticCustomError("bad_parameter", "{reason}", {"reason": problem})
         return value
 
     def estimator_params(self) -> dict[str, Any]:
@@ -281,25 +129,25 @@ class _ModelSection(_Section):
 
     @model_validator(mode="after")
     def _valid_for_the_estimator(self) -> _ModelSection:
-        try:  # the estimator's checks across parameters
-            MiniBatchKernelKMeans.from_params(self.estimator_params())
-        except ParameterError as exc:
-            raise ValueError(str(exc)) from None
+        problem = relations_problem(self.estimator_params())  # checks across parameters
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 
+def _model_problem(name: str, value: Any) -> str | None:
+    return parameter_problem(ESTIMATOR, PARAMETER_RULES[name], value)
+
+
 def _model_section() -> type[_ModelSection]:
-    estimator = MiniBatchKernelKMeans
     fields: dict[str, Any] = {}
-    for name, param in inspect.signature(estimator.__init__).parameters.items():
-        if name == "self" or name in MODEL_KEYS_ELSEWHERE:
+    for param in PARAMETERS:
+        name = param.name
+        if name in MODEL_KEYS_ELSEWHERE:
             continue
-        constraints = estimator._parameter_constraints[name]
-        check = _checked_by(estimator.check_param, name,
-                            f"The {name!r} parameter of {estimator.__name__} ",
+        check = _checked_by(_model_problem, name, f"The {name!r} parameter of {ESTIMATOR} ",
                             lambda value: f" Got {value!r} instead.")
-        text_only = all(isinstance(c, StrOptions) for c in constraints)
-        fields[name] = (_parsed_as(text_only, check),
+        fields[name] = (_parsed_as(is_text_only(param), check),
                         MODEL_SERVICE_DEFAULTS.get(name, param.default))
     return create_model("ModelConfig", __base__=_ModelSection, __module__=__name__,
                         __doc__=_ModelSection.__doc__, **fields)
@@ -325,12 +173,18 @@ class BatchingConfig(_Section):
     closes at ``first_batch_size`` valid records (default:
     :attr:`ServiceConfig.first_batch`) or after ``first_batch_wait_ms`` (at least
     ``max_wait_ms``): a slow stream gets time to fill it.
+
+    ``overlap`` (default off): on, the model steps a batch on its own thread while the next
+    one is read and decoded (:mod:`streamkm.runtime.stepping`); off, the loop reads, steps
+    and writes one batch after the other on one thread. It pays only where a core is free
+    for the step thread.
     """
 
     batch_size: int = Field(default=1024, gt=0)
     first_batch_size: int | None = Field(default=None, gt=0)
     max_wait_ms: float = Field(default=500.0, gt=0)
     first_batch_wait_ms: float = Field(default=5000.0, gt=0)
+    overlap: bool = False
 
     @property
     def first_batch_wait_s(self) -> float:
@@ -399,7 +253,7 @@ class _DriftSection(_Section):
         try:
             self._policy = DriftPolicy(**{f.name: getattr(self, f.name)
                                           for f in dataclasses.fields(DriftPolicy)})
-        except ParameterError as exc:
+        except exceptions.ParameterError as exc:
             raise ValueError(str(exc)) from None
         return self
 
@@ -414,8 +268,8 @@ def _drift_section() -> type[_DriftSection]:
     hints = typing.get_type_hints(DriftPolicy)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(DriftPolicy):
-        check = _checked_by(lambda name, value: DriftPolicy.check_field(name, value), f.name,
-                            f"drift.{f.name} ", lambda value: "")
+        check = _checked_by(DriftPolicy.field_problem, f.name, f"drift.{f.name} ",
+                            lambda value: "")
         fields[f.name] = (_parsed_as(hints[f.name] is str, check), f.default)
     return create_model("DriftConfig", __base__=_DriftSection, __module__=__name__,
                         __doc__=_DriftSection.__doc__, **fields)
@@ -429,7 +283,8 @@ class ScaleoutConfig(_Section):
     learn one global model; one of them, elected through ``<source.group_id>-leader``,
     merges the workers' updates and publishes model versions.
 
-    Off unless ``enabled = true`` (single-process mode, unchanged). Needs a Kafka source.
+    Off unless ``enabled = true`` (single-process mode, unchanged). Needs a source kind with
+    a scale-out transport (the Kafka source).
     """
 
     enabled: bool = False
@@ -467,49 +322,46 @@ class CheckpointConfig(_Section):
     keep: int = Field(default=3, ge=1)
 
 
-class SinksConfig(_Section):
-    """Output files (JSON lines, ``kind = "file"``) or Kafka topics (``kind = "kafka"``).
+class SinksSection(_Section):
+    """The keys of ``[sinks]`` every sinks kind has; each kind's model (registered with its
+    factory, :func:`streamkm.io.registry.register_sinks`) adds its own outputs.
 
-    ``assignments`` / ``events`` (files) and ``assignments_topic`` / ``events_topic``
-    (topics) may be disabled with ``""``.
+    ``model`` is a file the model is published to, with any sinks kind, every
+    ``model_every_batches`` batches; a key that may be ``None`` is disabled with ``""``.
     """
 
-    kind: Literal["file", "kafka"] = "file"
-    assignments: ConfigPath | None = Path("state/assignments.jsonl")
-    events: ConfigPath | None = Path("state/events.jsonl")
-    dead_letter: ConfigPath = Path("state/dead_letter.jsonl")
+    #: The keys of this kind that configure a model sink (at most one may be set).
+    MODEL_SINK_KEYS: ClassVar[tuple[str, ...]] = ("model",)
+    #: The outputs of this kind that ``streamkm config show`` shows as ``""`` when disabled.
+    SHOWN_EMPTY: ClassVar[tuple[str, ...]] = ("model",)
+
+    kind: str
     dead_letter_max_raw_bytes: int = Field(default=65536, ge=0)
-    assignments_topic: str | None = "streamkm-assignments"
-    events_topic: str | None = "streamkm-events"
-    dead_letter_topic: str = Field(default="streamkm-dead-letter", min_length=1)
-    flush_timeout_ms: int = Field(default=30000, gt=0)
     model: ConfigPath | None = None
-    model_topic: str | None = Field(default=None, min_length=1)
     model_every_batches: int = Field(default=50, gt=0)
 
     @model_validator(mode="after")
-    def _topics_only_for_kafka(self) -> SinksConfig:
-        topic_keys = {"assignments_topic", "events_topic", "dead_letter_topic",
-                      "flush_timeout_ms", "model_topic"} & self.model_fields_set
-        if self.kind == "file" and topic_keys:
-            key = sorted(topic_keys)[0]
-            raise ValueError(f"sinks.{key} = {getattr(self, key)!r} needs sinks.kind = 'kafka'")
+    def _one_model_sink(self) -> SinksSection:
+        keys = self.model_sink_keys()
+        if len(keys) > 1:
+            given = " and ".join(f"{key} (got {str(getattr(self, key.partition('.')[2]))!r})"
+                                 for key in keys)
+            raise ValueError(f"set at most one of {given}")
+        if "model_every_batches" in self.model_fields_set and not keys:
+            options = " or ".join(f"sinks.{key}" for key in self.MODEL_SINK_KEYS)
+            raise ValueError(f"sinks.model_every_batches = {self.model_every_batches!r} needs "
+                             f"a model sink ({options})")
         return self
 
-    @model_validator(mode="after")
-    def _one_model_sink(self) -> SinksConfig:
-        if self.model is not None and self.model_topic is not None:
-            raise ValueError(f"set at most one of sinks.model (got {str(self.model)!r}) and "
-                             f"sinks.model_topic (got {self.model_topic!r})")
-        if "model_every_batches" in self.model_fields_set and not self.publishes_model:
-            raise ValueError(f"sinks.model_every_batches = {self.model_every_batches!r} needs "
-                             f"a model sink (sinks.model or sinks.model_topic)")
-        return self
+    def model_sink_keys(self) -> list[str]:
+        """The keys set that configure a model sink, e.g. ``["sinks.model"]``."""
+        return [f"sinks.{key}" for key in self.MODEL_SINK_KEYS
+                if getattr(self, key) is not None]
 
     @property
     def publishes_model(self) -> bool:
         """Whether a model sink is configured."""
-        return self.model is not None or self.model_topic is not None
+        return bool(self.model_sink_keys())
 
 
 class MetricsConfig(_Section):

@@ -2,8 +2,9 @@
 and flat ``section.key`` values for checkpoints and diffs, secrets always masked.
 
 Only keys that take effect are shown: ``[sketch]`` with ``kind = "none"``, ``[drift]`` and
-``[scaleout]`` while disabled show their switch only, file sinks omit the topic keys,
-``sinks.model_every_batches`` shows only with a model sink, keys left unset (None, such as
+``[scaleout]`` while disabled show their switch only, ``[source]`` and ``[sinks]`` show the
+keys of their kind, ``sinks.model_every_batches`` shows only with a model sink, a disabled
+output of ``[sinks]`` shows as ``""``, other keys left unset (None, such as
 ``model.init_size``) are omitted. The TOML loads back into the same
 configuration (secrets aside, which read ``**********``).
 """
@@ -16,13 +17,19 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from streamkm.config.schema import SECRET_MASK, ServiceConfig, mask_value, service_model
+from streamkm.config.schema import (
+    KIND_SECTIONS,
+    SECRET_MASK,
+    ServiceConfig,
+    SinksSection,
+    SourceSection,
+    default_kind,
+    kind_models,
+    mask_value,
+    service_model,
+)
 
 __all__ = ["config_sections", "flatten_config", "config_defaults", "config_to_toml"]
-
-_SINK_TOPIC_KEYS = ("assignments_topic", "events_topic", "dead_letter_topic", "flush_timeout_ms",
-                    "model_topic")
-_DISABLED_BY_EMPTY = ("assignments", "events", "assignments_topic", "events_topic", "model")
 
 
 def _plain(key: str, value: Any) -> Any:
@@ -37,16 +44,31 @@ def _plain(key: str, value: Any) -> Any:
     return mask_value(key, value)
 
 
+def _keys(name: str, section: Any) -> list[str]:
+    """A section's keys in the order shown: for ``[source]`` / ``[sinks]`` the kind, then
+    the kind's own keys, then those every kind has (a kind's own model sink keys after
+    ``model``)."""
+    keys = list(type(section).model_fields)
+    if name not in KIND_SECTIONS:
+        return keys
+    base = next((c for c in type(section).__mro__ if c in (SourceSection, SinksSection)), None)
+    common = [key for key in (base.model_fields if base else {}) if key != "kind"]
+    model_keys = [k for k in getattr(section, "MODEL_SINK_KEYS", ()) if k not in common]
+    own = [k for k in keys if k != "kind" and k not in common and k not in model_keys]
+    ordered = ["kind", *own]
+    for key in common:
+        ordered += [key, *model_keys] if key == "model" else [key]
+    return ordered
+
+
 def _section_items(name: str, section: Any) -> dict[str, Any]:
     items: dict[str, Any] = {}
-    for key in type(section).model_fields:
+    for key in _keys(name, section):
         value = getattr(section, key)
         if name == "sinks":
-            if section.kind == "file" and key in _SINK_TOPIC_KEYS:
-                continue
             if key == "model_every_batches" and not section.publishes_model:
                 continue
-            if value is None and key in _DISABLED_BY_EMPTY:
+            if value is None and key in section.SHOWN_EMPTY:  # disabled with ""
                 items[key] = ""
                 continue
         if value is None:
@@ -73,11 +95,16 @@ def flatten_config(config: ServiceConfig) -> dict[str, Any]:
 
 def config_defaults() -> dict[str, Any]:
     """``{"section.key": default}`` of every key that has a default other than None, in the
-    form :func:`flatten_config` gives values (``[source]`` has none: its kind decides)."""
+    form :func:`flatten_config` gives values (``[source]`` has none: its kind decides;
+    ``[sinks]`` those of the kind a table without ``kind`` has)."""
     defaults: dict[str, Any] = {}
     for name, field in service_model().model_fields.items():
         section = field.annotation
-        if name == "source" or not isinstance(section, type):
+        if name in KIND_SECTIONS:
+            models = kind_models(name)
+            kind = default_kind(models) if name != "source" else None
+            section = models.get(kind) if kind is not None else None
+        if not isinstance(section, type):
             continue
         for key, info in section.model_fields.items():
             if info.is_required():

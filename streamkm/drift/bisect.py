@@ -25,10 +25,10 @@ from streamkm.drift.two_means import (
 )
 from streamkm.exceptions import ParameterError, ValidationError
 from streamkm.kernels import KernelSpec
+from streamkm.drift.policy import SEEDINGS
 
 __all__ = ["SEEDINGS", "BisectResult", "kernel_bisect"]
 
-SEEDINGS: tuple[str, ...] = ("rtmm", "rscd", "frus")
 """Names of the initial-start seedings of :func:`kernel_bisect`."""
 
 _LINEAR = KernelSpec("linear")

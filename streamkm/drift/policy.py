@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
-from streamkm._core.validation import check_choice, check_float, check_int
-from streamkm.drift.bisect import SEEDINGS
-from streamkm.exceptions import ParameterError
+from streamkm._core.scalar_checks import check_choice, check_float, check_int
+from streamkm.exceptions import StreamkmError, parameter_error
 
-__all__ = ["DriftPolicy"]
+__all__ = ["DriftPolicy", "SEEDINGS"]
+
+#: Where a bisection's starts come from (:func:`streamkm.drift.bisect.kernel_bisect`).
+SEEDINGS: tuple[str, ...] = ("rtmm", "rscd", "frus")
 
 #: What each field accepts on its own (the checks across fields are in ``__post_init__``).
 _FIELD_CHECKS: dict[str, Callable[[Any, str], Any]] = {
@@ -150,7 +152,7 @@ class DriftPolicy:
         for f in fields(self):
             self.check_field(f.name, getattr(self, f.name))
         if self.min_reservoir > self.reservoir_size:
-            raise ParameterError(
+            raise parameter_error(
                 f"drift.min_reservoir ({self.min_reservoir!r}) must be <= "
                 f"drift.reservoir_size ({self.reservoir_size!r})"
             )
@@ -160,11 +162,11 @@ class DriftPolicy:
                 f"drift.reservoir_size ({self.reservoir_size!r})"
             )
         if self.k_max is not None and self.k_max < self.k_min:
-            raise ParameterError(
+            raise parameter_error(
                 f"drift.k_max ({self.k_max!r}) must be >= drift.k_min ({self.k_min!r})"
             )
         if self.merge_below is not None and self.merge_below >= self.min_sse_reduction:
-            raise ParameterError(
+            raise parameter_error(
                 f"drift.merge_below ({self.merge_below!r}) must be < "
                 f"drift.min_sse_reduction ({self.min_sse_reduction!r}), or splits and "
                 "merges would undo each other"
@@ -180,6 +182,16 @@ class DriftPolicy:
             ``"drift.<name> must be ..., got <value>"``.
         """
         _FIELD_CHECKS[name](value, f"drift.{name}")
+
+    @staticmethod
+    def field_problem(name: str, value: Any) -> str | None:
+        """What is wrong with one field's value on its own (``"drift.<name> must be ...,
+        got <value>"``), or None."""
+        try:
+            DriftPolicy.check_field(name, value)
+        except StreamkmError as exc:  # the checks raise ParameterError only
+            return str(exc)
+        return None
 
     @classmethod
     def from_param(cls, value: Any) -> DriftPolicy | None:
@@ -199,11 +211,11 @@ class DriftPolicy:
             known = {f.name for f in fields(cls)}
             unknown = sorted(set(value) - known)
             if unknown:
-                raise ParameterError(
+                raise parameter_error(
                     f"unknown drift parameter(s) {unknown!r}; known: {sorted(known)}"
                 )
             return cls(**value)
-        raise ParameterError(
+        raise parameter_error(
             f"drift must be None, True, a DriftPolicy or a dict, got {value!r}"
         )
 
@@ -211,14 +223,20 @@ class DriftPolicy:
         """``k_max``, or 2 * ``n_clusters`` when unset."""
         return 2 * int(n_clusters) if self.k_max is None else int(self.k_max)
 
+    def problem_against(self, n_clusters: int) -> str | None:
+        """Why the policy cannot drive a model of ``n_clusters`` clusters (not
+        k_min <= n_clusters <= k_max), or None."""
+        if not self.k_min <= n_clusters <= self.resolved_k_max(n_clusters):
+            return (f"n_clusters={n_clusters!r} must lie in [drift.k_min, drift.k_max] = "
+                    f"[{self.k_min!r}, {self.resolved_k_max(n_clusters)!r}]")
+        return None
+
     def check_against(self, n_clusters: int) -> None:
         """Raise :class:`~streamkm.exceptions.ParameterError` unless
         k_min <= n_clusters <= k_max."""
-        if not self.k_min <= n_clusters <= self.resolved_k_max(n_clusters):
-            raise ParameterError(
-                f"n_clusters={n_clusters!r} must lie in [drift.k_min, drift.k_max] = "
-                f"[{self.k_min!r}, {self.resolved_k_max(n_clusters)!r}]"
-            )
+        problem = self.problem_against(n_clusters)
+        if problem is not None:
+            raise parameter_error(problem)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (the keys of the constructor)."""

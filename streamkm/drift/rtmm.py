@@ -26,6 +26,7 @@ __all__ = [
     "MAX_N_ITEMS",
     "pair_count",
     "pair_to_serial",
+    "int_pairs",
     "pairs_to_serials",
     "rtmm_pairs",
     "serial_to_pair",
@@ -130,14 +131,25 @@ def serials_to_pairs(serials: Any) -> np.ndarray:
     return np.stack([s - row_start, j], axis=1)
 
 
-def pairs_to_serials(pairs: Any) -> np.ndarray:
-    """0-based serial numbers of pairs (i, j), i < j, vectorised; int64, so j < 2^32."""
+def int_pairs(pairs: Any) -> np.ndarray:
+    """``pairs`` as an int64 array of shape (m, 2).
+
+    Raises
+    ------
+    ParameterError
+        Not of shape (m, 2), or not integers.
+    """
     p = np.asarray(pairs)
     if p.ndim != 2 or p.shape[1] != 2:
         raise ParameterError(f"pairs must have shape (m, 2), got {p.shape!r}")
     if p.size and not np.issubdtype(p.dtype, np.integer):
         raise ParameterError(f"pairs must be integers, got dtype {p.dtype!s}")
-    p = p.astype(np.int64, copy=False)
+    return p.astype(np.int64, copy=False)
+
+
+def pairs_to_serials(pairs: Any) -> np.ndarray:
+    """0-based serial numbers of pairs (i, j), i < j, vectorised; int64, so j < 2^32."""
+    p = int_pairs(pairs)
     i, j = p[:, 0], p[:, 1]
     bad = ~((i >= 0) & (i < j))
     if bad.any():

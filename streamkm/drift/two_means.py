@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from streamkm._core.validation import check_int
+from streamkm.drift.rtmm import int_pairs
 from streamkm.exceptions import ParameterError, ValidationError
 
 __all__ = [
@@ -68,12 +69,7 @@ def check_kernel_matrix(kernel_matrix: Any) -> np.ndarray:
 
 
 def _check_pairs(pairs: Any, n: int) -> np.ndarray:
-    p = np.asarray(pairs)
-    if p.ndim != 2 or p.shape[1] != 2:
-        raise ParameterError(f"pairs must have shape (m, 2), got {p.shape!r}")
-    if p.size and not np.issubdtype(p.dtype, np.integer):
-        raise ParameterError(f"pairs must be integers, got dtype {p.dtype!s}")
-    p = p.astype(np.int64, copy=False)
+    p = int_pairs(pairs)
     bad = (p < 0).any(axis=1) | (p >= n).any(axis=1) | (p[:, 0] == p[:, 1])
     if bad.any():
         k = int(np.argmax(bad))

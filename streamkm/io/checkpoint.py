@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ import numpy as np
 from streamkm._core.state_io import MetaDigestMissing, read_npz, write_npz_atomic
 from streamkm._version import __version__
 from streamkm.exceptions import CheckpointError, StateError, StorageError, StreamkmError
+from streamkm.io.checkpoint_files import CHECKPOINT_NAME, checkpoint_files, sequence_of
 from streamkm.logs import log_event
 
 __all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "read_checkpoint",
@@ -62,7 +62,6 @@ FORMAT_VERSION = 2
 READABLE_FORMAT_VERSIONS = (1, 2)
 _MODEL_PREFIX = "model."
 _SKETCH_PREFIX = "sketch."
-_NAME = re.compile(r"^checkpoint-(\d{12})\.npz$")
 _log = logging.getLogger("streamkm.checkpoint")
 
 
@@ -138,7 +137,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         supported format version.
     """
     file = Path(path)
-    match = _NAME.match(file.name)
+    match = CHECKPOINT_NAME.match(file.name)
     try:
         arrays, meta = read_npz(file, require_meta_digest=True)
     except MetaDigestMissing:
@@ -167,19 +166,6 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
                       sketch_arrays=sketch_arrays)
 
 
-def _sequence_of(path: Path) -> int:
-    match = _NAME.match(path.name)
-    if match is None:
-        raise ValueError(f"{path.name!r} is not a checkpoint file name")
-    return int(match.group(1))
-
-
-def checkpoint_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """The checkpoint files in ``directory``, oldest first (read only)."""
-    found = [p for p in Path(directory).iterdir() if _NAME.match(p.name)]
-    return sorted(found, key=_sequence_of)
-
-
 def inspect_checkpoints(directory: str | os.PathLike[str]) -> list[CheckpointInfo]:
     """Every checkpoint file in ``directory`` with whether it verifies, oldest first."""
     infos = []
@@ -187,7 +173,7 @@ def inspect_checkpoints(directory: str | os.PathLike[str]) -> list[CheckpointInf
         try:
             ckpt = read_checkpoint(path)
         except StateError as exc:
-            infos.append(CheckpointInfo(path=path, sequence=_sequence_of(path), valid=False,
+            infos.append(CheckpointInfo(path=path, sequence=sequence_of(path), valid=False,
                                         error=str(exc)))
         else:
             infos.append(CheckpointInfo(path=path, sequence=ckpt.sequence, valid=True,
@@ -223,7 +209,7 @@ class CheckpointStore:
             ) from None
         self._remove_stale_temp_files()
         existing = self.paths()
-        self._next_sequence = (_sequence_of(existing[-1]) + 1) if existing else 1
+        self._next_sequence = (sequence_of(existing[-1]) + 1) if existing else 1
 
     def _remove_stale_temp_files(self) -> None:
         for path in self.directory.glob(".checkpoint-*.npz.tmp-*"):

@@ -30,6 +30,7 @@ from typing import Any
 from streamkm._core.state_io import write_bytes_atomic
 
 from streamkm.exceptions import StateError
+from streamkm.io import registry
 from streamkm.io.checkpoint import Checkpoint
 
 __all__ = ["resume_point_path", "write_resume_point", "read_resume_point", "FORMAT"]
@@ -42,13 +43,11 @@ _SUFFIX = ".resume.json"
 def resume_point_path(sinks: Any) -> Path | None:
     """Where the resume point of the ``[sinks]`` section ``sinks`` lives (``None`` without
     file outputs)."""
-    if sinks.kind != "file":
+    files = registry.output_files(sinks)
+    if not files:
         return None
-    for name in ("assignments", "events", "dead_letter"):
-        path = getattr(sinks, name)
-        if path is not None:
-            return Path(path).with_name(Path(path).name + _SUFFIX)
-    return None
+    path = files[0][1]
+    return path.with_name(path.name + _SUFFIX)
 
 
 def _digest(state: dict[str, Any]) -> str:

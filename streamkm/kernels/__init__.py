@@ -4,74 +4,56 @@ Each kernel is one module registering a :class:`KernelType` (``rbf``, ``laplacia
 ``polynomial``, ``cosine``, ``linear``, seed 002's graph kernels ``knn`` and ``heat``, the
 anchor-graph heat kernel ``anchor`` and the density level-set kernel ``level_set``);
 :class:`KernelSpec` holds one with resolved parameters and computes kernel blocks.
+
+The names below are imported on first use (module ``__getattr__``) and a built-in kernel's
+module when the kernel is first used (:func:`get_kernel_type`), so that what only needs the
+kernels' names and options (checking a configuration) loads neither numba nor scipy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time see __getattr__
+    from streamkm.kernels._build import build_kernel, pairwise_kernel
+    from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_names, register
+    from streamkm.kernels._spec import KernelSpec
+    from streamkm.kernels._width import GAMMA_RULES, median_heuristic_gamma, resolve_gamma
 
-from streamkm.kernels import (  # noqa: F401
-    anchor, cosine, heat, knn, laplacian, level_set, linear, polynomial, rbf,
-)
-from streamkm.kernels._auto import choose_auto_kernel
-from streamkm.kernels._decision import AutoDecision
-from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_names, register
-from streamkm.kernels._spec import KernelSpec
-from streamkm.kernels._width import GAMMA_RULES, median_heuristic_gamma, resolve_gamma
+#: Where each public name lives (imported by :func:`__getattr__` on first access).
+_PUBLIC: dict[str, str] = {
+    "GAMMA_RULES": "streamkm.kernels._width",
+    "KernelSpec": "streamkm.kernels._spec",
+    "KernelType": "streamkm.kernels._registry",
+    "build_kernel": "streamkm.kernels._build",
+    "get_kernel_type": "streamkm.kernels._registry",
+    "kernel_names": "streamkm.kernels._registry",
+    "median_heuristic_gamma": "streamkm.kernels._width",
+    "pairwise_kernel": "streamkm.kernels._build",
+    "register": "streamkm.kernels._registry",
+    "resolve_gamma": "streamkm.kernels._width",
+}
 
-__all__ = [
-    "GAMMA_RULES", "KERNELS", "KernelSpec", "KernelType", "build_kernel", "get_kernel_type",
-    "kernel_names", "median_heuristic_gamma", "pairwise_kernel", "register", "resolve_gamma",
-]
-
-KERNELS = kernel_names()
-
-
-def build_kernel(
-    name: str, gamma: Any, *, sample: np.ndarray, rng: np.random.Generator,
-    n_clusters: int, degree: int = 3, coef0: float = 1.0,
-    kernel_params: dict[str, Any] | None = None, landmarks: np.ndarray | None = None,
-    allow_graph: bool = False,
-    on_decision: Callable[[AutoDecision], None] | None = None,
-) -> KernelSpec:
-    """A ready :class:`KernelSpec`: gamma resolved on ``sample``, fitted on ``landmarks``.
-
-    ``gamma``: a positive float, ``"auto"``, ``"median"``, ``"eigengap"`` or None
-    (= ``"auto"``), used by kernels with the ``needs_gamma`` trait (see
-    :func:`resolve_gamma`). Fitted (graph) kernels are fitted on ``landmarks`` (default:
-    ``sample``). With ``allow_graph``, ``"auto"`` on a shift-invariant kernel may resolve
-    to the anchor-graph or the level-set kernel fitted on ``landmarks`` (:func:`streamkm.kernels._auto.choose_auto_kernel`); without it ``"auto"``
-    is the median rule. ``on_decision`` is called with ``"auto"``'s
-    :class:`~streamkm.kernels._decision.AutoDecision` when one was made.
-    """
-    kind = get_kernel_type(name)
-    resolved = None
-    if kind.needs_gamma:
-        resolved = resolve_gamma(kind, gamma, sample, rng, n_clusters)
-        if gamma in (None, "auto") and kind.shift_invariant and not kernel_params:
-            return choose_auto_kernel(kind, resolved, sample, n_clusters,
-                                      allow_graph=allow_graph, landmarks=landmarks,
-                                      on_decision=on_decision)
-    spec = KernelSpec(name, resolved, degree, float(coef0), dict(kernel_params or {}))
-    return spec.fit(sample if landmarks is None else landmarks, n_clusters)
+__all__ = ["GAMMA_RULES", "KERNELS", "KernelSpec", "KernelType", "build_kernel",
+    "get_kernel_type", "kernel_names", "median_heuristic_gamma", "pairwise_kernel",
+    "register", "resolve_gamma"]
 
 
-def pairwise_kernel(
-    x: np.ndarray,
-    y: np.ndarray | None = None,
-    kernel: str = "rbf",
-    *,
-    gamma: float | None = None,
-    degree: int = 3,
-    coef0: float = 1.0,
-) -> np.ndarray:
-    """K(x, y) for 2-D float arrays (y defaults to x) of an unfitted kernel; gamma must be
-    given where used."""
-    xa = np.ascontiguousarray(x)
-    if xa.dtype not in (np.float32, np.float64):
-        xa = xa.astype(np.float64)
-    ya = xa if y is None else np.ascontiguousarray(y, dtype=xa.dtype)
-    return KernelSpec(kernel, gamma, degree, coef0).block(xa, ya)
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access and cache the name here;
+    ``KERNELS`` is the names of the kernels registered at that moment."""
+    if name == "KERNELS":
+        from streamkm.kernels._registry import kernel_names as names
+
+        return names()
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC) | {"KERNELS"})

@@ -24,13 +24,17 @@ fitted
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import importlib
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
+from streamkm.exceptions import parameter_error
+from streamkm.kernels._builtin import BUILTIN_KERNELS, OPTION_DEFAULTS
 
-from streamkm.exceptions import ParameterError
+if TYPE_CHECKING:
+    import numpy as np
 
-__all__ = ["KernelType", "register", "get_kernel_type", "kernel_names"]
+__all__ = ["KernelType", "register", "get_kernel_type", "kernel_names",
+           "kernel_option_defaults", "kernel_options_problem"]
 
 _REGISTRY: dict[str, KernelType] = {}
 
@@ -67,12 +71,12 @@ class KernelType:
 
     def default_gamma(self, x: np.ndarray, rng: np.random.Generator) -> float:
         """The width heuristic used by ``gamma="median"`` (needs_gamma kernels only)."""
-        raise ParameterError(f"kernel {self.name!r} has no gamma")
+        raise parameter_error(f"kernel {self.name!r} has no gamma")
 
     def fit(self, params: Any, landmarks: np.ndarray, n_clusters: int | None = None) -> Any:
         """Fitted state on landmark rows (fitted kernels only); ``n_clusters`` may steer
         data-driven options."""
-        raise ParameterError(f"kernel {self.name!r} is not fitted on data")
+        raise parameter_error(f"kernel {self.name!r} is not fitted on data")
 
     def prepare(self, params: Any, x: np.ndarray) -> np.ndarray:
         """Input rows -> the rows ``block`` and ``diagonal`` work on (identity by default)."""
@@ -90,23 +94,64 @@ class KernelType:
 def register(kernel: type[KernelType]) -> type[KernelType]:
     """Class decorator: add a kernel type to the registry under its ``name``."""
     if not kernel.name:
-        raise ParameterError(f"{kernel.__name__} has no name")
-    if kernel.name in _REGISTRY and type(_REGISTRY[kernel.name]) is not kernel:
-        raise ParameterError(f"a kernel named {kernel.name!r} is already registered")
+        raise parameter_error(f"{kernel.__name__} has no name")
+    builtin = BUILTIN_KERNELS.get(kernel.name)
+    if ((kernel.name in _REGISTRY and type(_REGISTRY[kernel.name]) is not kernel)
+            or (builtin is not None and kernel.__module__ != builtin)):
+        raise parameter_error(f"a kernel named {kernel.name!r} is already registered")
     _REGISTRY[kernel.name] = kernel()
     return kernel
 
 
 def get_kernel_type(name: Any) -> KernelType:
-    """The registered kernel called ``name``; a clear error naming the known ones."""
+    """The registered kernel called ``name`` (a built-in one is imported on first use); a
+    clear error naming the known ones."""
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        raise ParameterError(
-            f"kernel must be one of {kernel_names()}, got {name!r}"
-        ) from None
+        pass
+    if _is_builtin(name):
+        importlib.import_module(BUILTIN_KERNELS[name])
+        return _REGISTRY[name]
+    raise parameter_error(f"kernel must be one of {kernel_names()}, got {name!r}")
 
 
 def kernel_names() -> tuple[str, ...]:
-    """Names of the registered kernels, in registration order."""
-    return tuple(_REGISTRY)
+    """Names of the built-in and the registered kernels, in registration order (the
+    built-in ones first, imported or not)."""
+    return tuple(dict.fromkeys([*BUILTIN_KERNELS, *_REGISTRY]))
+
+
+def _is_builtin(name: Any) -> bool:
+    try:
+        return name in BUILTIN_KERNELS
+    except TypeError:  # unhashable
+        return False
+
+
+def kernel_option_defaults(name: Any) -> dict[str, Any]:
+    """The ``kernel_params`` options of kernel ``name`` with their defaults, without
+    importing a built-in kernel.
+
+    Raises
+    ------
+    ParameterError
+        ``name`` is no kernel.
+    """
+    try:
+        return dict(_REGISTRY[name].option_defaults)
+    except (KeyError, TypeError):
+        pass
+    if _is_builtin(name):
+        return dict(OPTION_DEFAULTS.get(name, {}))
+    raise parameter_error(f"kernel must be one of {kernel_names()}, got {name!r}")
+
+
+def kernel_options_problem(name: Any, options: dict[str, Any] | None) -> str | None:
+    """What is wrong with ``options`` as the ``kernel_params`` of kernel ``name`` (an option
+    it does not have), or None; ``name`` must be a kernel."""
+    known = kernel_option_defaults(name)
+    unknown = sorted(set(options or {}) - set(known))
+    if unknown:
+        return f"kernel {name!r} accepts kernel_params {sorted(known)}, got unknown {unknown!r}"
+    return None

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from streamkm.exceptions import ParameterError
-from streamkm.kernels._registry import KernelType, get_kernel_type
+from streamkm.exceptions import parameter_error
+from streamkm.kernels._registry import KernelType, get_kernel_type, kernel_options_problem
 
 __all__ = ["KernelSpec", "check_kernel_options"]
 
@@ -16,12 +16,9 @@ __all__ = ["KernelSpec", "check_kernel_options"]
 def check_kernel_options(name: str, options: dict[str, Any] | None) -> None:
     """Raise :class:`ParameterError` if ``options`` names an option the registered kernel
     ``name`` does not have."""
-    known = get_kernel_type(name).option_defaults
-    unknown = sorted(set(options or {}) - set(known))
-    if unknown:
-        raise ParameterError(
-            f"kernel {name!r} accepts kernel_params {sorted(known)}, got unknown {unknown!r}"
-        )
+    problem = kernel_options_problem(name, options)
+    if problem is not None:
+        raise parameter_error(problem)
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,7 @@ class KernelSpec:
         if kind.needs_gamma:
             if (self.gamma is None or isinstance(self.gamma, (str, bool))
                     or not np.isfinite(self.gamma) or self.gamma <= 0):
-                raise ParameterError(
+                raise parameter_error(
                     f"gamma must be a positive finite number for kernel {self.name!r}, "
                     f"got {self.gamma!r}"
                 )
@@ -93,7 +90,7 @@ class KernelSpec:
     def prepare(self, x: np.ndarray) -> np.ndarray:
         """Input rows -> the rows :meth:`block` works on (identity except graph kernels)."""
         if self.needs_fit:
-            raise ParameterError(f"kernel {self.name!r} must be fitted on landmark rows first")
+            raise parameter_error(f"kernel {self.name!r} must be fitted on landmark rows first")
         return self.kind.prepare(self, x)
 
     def diagonal(self, x: np.ndarray) -> np.ndarray:

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from streamkm.exceptions import ParameterError
+from streamkm.exceptions import parameter_error
+from streamkm.kernels._builtin import GAMMA_RULES
 from streamkm.kernels._registry import KernelType, get_kernel_type
 
 __all__ = ["GAMMA_RULES", "eigengap_gamma", "finite_width", "median_heuristic_gamma",
            "resolve_gamma"]
 
-GAMMA_RULES = ("auto", "median", "eigengap")
 _AUTO_SAMPLE = 800
 _AUTO_STEPS = tuple(range(0, 7))
 
@@ -91,8 +91,8 @@ def resolve_gamma(kind: KernelType, gamma: Any, sample: np.ndarray,
             return median_heuristic_gamma(sample, kind.name, rng)
         if rule == "eigengap":
             return eigengap_gamma(kind, sample, rng, n_clusters)
-        raise ParameterError(f"gamma must be a positive number or one of {GAMMA_RULES}, got {gamma!r}")
+        raise parameter_error(f"gamma must be a positive number or one of {GAMMA_RULES}, got {gamma!r}")
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.integer, np.floating)) \
             or not np.isfinite(gamma) or gamma <= 0:
-        raise ParameterError(f"gamma must be a positive number or one of {GAMMA_RULES}, got {gamma!r}")
+        raise parameter_error(f"gamma must be a positive number or one of {GAMMA_RULES}, got {gamma!r}")
     return float(gamma)

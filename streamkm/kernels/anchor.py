@@ -48,6 +48,7 @@ from streamkm._numba.anchor_graph import nearest_anchors
 from streamkm.kernels._common import (InnerProductKernel, check_diffusion_time,
                                      check_positive_int, features_by_blocks)
 from streamkm.kernels._graph import distinct_rows, row_blocks
+from streamkm.kernels._builtin import OPTION_DEFAULTS
 from streamkm.kernels._registry import register
 from streamkm.kernels._spectral import (MIN_EIGENVALUE, auto_diffusion_time,
                                         leading_eigenpairs, significant_eigenpairs)
@@ -149,7 +150,7 @@ def fit_anchor_graph(rows: np.ndarray, n_anchors: int, n_nearest: int, t: float 
 class Anchor(InnerProductKernel):
     name = "anchor"
     fitted = True
-    option_defaults = {"n_anchors": 1500, "n_nearest": 10, "t": "auto", "n_components": 50}
+    option_defaults = OPTION_DEFAULTS["anchor"]
 
     def check(self, params):
         o = params.options

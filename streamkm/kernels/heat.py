@@ -34,6 +34,7 @@ from streamkm.exceptions import ParameterError
 from streamkm.kernels._common import (InnerProductKernel, check_diffusion_time,
                                      check_positive_int)
 from streamkm.kernels._graph import LandmarkGraph, row_blocks
+from streamkm.kernels._builtin import OPTION_DEFAULTS
 from streamkm.kernels._registry import register
 from streamkm.kernels._spectral import (MIN_EIGENVALUE, auto_diffusion_time,
                                         dense_eigenpairs, leading_eigenpairs,
@@ -187,8 +188,7 @@ def _extension(state: HeatState, x: np.ndarray) -> np.ndarray:
 class Heat(InnerProductKernel):
     name = "heat"
     fitted = True
-    option_defaults = {"n_neighbors": 30, "t": "auto", "n_components": 50, "dense_limit": 2000,
-                       "weights": "binary"}
+    option_defaults = OPTION_DEFAULTS["heat"]
 
     def check(self, params):
         o = params.options

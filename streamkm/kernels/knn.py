@@ -18,6 +18,7 @@ import numpy as np
 from streamkm._numba import knn_graph as _nkg
 from streamkm.kernels._common import check_positive_int
 from streamkm.kernels._graph import LandmarkGraph
+from streamkm.kernels._builtin import OPTION_DEFAULTS
 from streamkm.kernels._registry import KernelType, register
 
 __all__ = ["KNN"]
@@ -27,7 +28,7 @@ __all__ = ["KNN"]
 class KNN(KernelType):
     name = "knn"
     fitted = True
-    option_defaults = {"n_neighbors": 30}
+    option_defaults = OPTION_DEFAULTS["knn"]
 
     def check(self, params):
         check_positive_int("n_neighbors", params.options["n_neighbors"])

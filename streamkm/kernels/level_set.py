@@ -51,6 +51,7 @@ from streamkm.exceptions import NoLevelSetError, ParameterError, StateError
 from streamkm.kernels._common import (InnerProductKernel, check_number_in, check_positive_int,
                                      features_by_blocks)
 from streamkm.kernels._graph import distinct_rows
+from streamkm.kernels._builtin import OPTION_DEFAULTS
 from streamkm.kernels._registry import register
 from streamkm.kernels.anchor import anchor_weights
 
@@ -168,8 +169,7 @@ def fit_level_set(rows: np.ndarray, n_clusters: int, n_neighbors: int, graph_nei
 class LevelSet(InnerProductKernel):
     name = "level_set"
     fitted = True
-    option_defaults = {"n_neighbors": 20, "graph_neighbors": 10, "n_nearest": 10,
-                       "min_keep": 0.75, "min_size": 0.05, "n_rows": 5000, "relative": 0.5}
+    option_defaults = OPTION_DEFAULTS["level_set"]
 
     def check(self, params):
         o = params.options

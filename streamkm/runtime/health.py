@@ -58,15 +58,18 @@ def stall_after_s(config: ServiceConfig) -> float:
     """Seconds without a loop iteration after which ``/healthz`` reports the loop stuck.
 
     The loop legitimately blocks for one batch's collection (``batching.max_wait_ms``; the
-    model's first batch ``first_batch_wait_ms``), a sink flush waiting for Kafka
-    acknowledgements (``sinks.flush_timeout_ms``) and, with a Kafka source, up to the
-    consumer's ``max_poll_interval_ms`` (beyond it the group evicts the consumer anyway).
-    The threshold is the largest of 60 s, 10 x ``max_wait_ms``, 2 x ``first_batch_wait_ms``,
-    2 x ``flush_timeout_ms`` and ``max_poll_interval_ms``: 60 s with the defaults.
+    model's first batch ``first_batch_wait_ms``), a sink flush waiting for acknowledgements
+    (for a sinks kind with ``sinks.flush_timeout_ms``, Kafka's) and, for a source kind with
+    ``max_poll_interval_ms`` (a Kafka consumer group), up to that (beyond it the group
+    evicts the consumer anyway). The threshold is the largest of 60 s, 10 x
+    ``max_wait_ms``, 2 x ``first_batch_wait_ms``, 2 x ``flush_timeout_ms`` and
+    ``max_poll_interval_ms``: 60 s with the defaults.
     """
     candidates = [MIN_STALL_S, 10 * config.batching.max_wait_ms / 1000.0,
-                  2 * config.batching.first_batch_wait_s,
-                  2 * config.sinks.flush_timeout_ms / 1000.0]
+                  2 * config.batching.first_batch_wait_s]
+    flush_ms = getattr(config.sinks, "flush_timeout_ms", None)
+    if flush_ms is not None:
+        candidates.append(2 * float(flush_ms) / 1000.0)
     max_poll_ms = getattr(config.source, "max_poll_interval_ms", None)
     if max_poll_ms is not None:
         candidates.append(float(max_poll_ms) / 1000.0)

@@ -34,11 +34,7 @@ from streamkm._version import __version__
 from streamkm.exceptions import ParameterError
 from streamkm.io.sources import LAG_BYTES, LAG_RECORDS
 
-__all__ = ["ServiceMetrics", "BROKER_CONNECTED", "IO_TARGETS", "STALL_CAUSES"]
-
-#: The broker connection gauge (:meth:`ServiceMetrics.broker_connected`), shared by every
-#: broker client of a process.
-BROKER_CONNECTED = "streamkm_kafka_broker_connected"
+__all__ = ["ServiceMetrics", "IO_TARGETS", "STALL_CAUSES"]
 
 #: Values of the ``target`` label of ``streamkm_io_errors_total``: the output files and the
 #: checkpoint folder.
@@ -226,13 +222,6 @@ class ServiceMetrics:
         if name not in self._groups:
             self._groups[name] = factory(self.registry)
         return self._groups[name]
-
-    def broker_connected(self) -> Gauge:
-        """``streamkm_kafka_broker_connected{client}``: 1 while a broker client (the Kafka
-        connector's consumer and producers, the scale-out link) holds a connection."""
-        return self.group(BROKER_CONNECTED, lambda r: Gauge(
-            BROKER_CONNECTED, "1 while the client holds at least one broker connection, "
-            "else 0.", ["client"], registry=r))
 
     def init_reasons(self, reasons: list[str]) -> None:
         """Create the ``reason`` series at 0 so rates work from the first rejection."""

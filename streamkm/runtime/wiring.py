@@ -10,14 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from streamkm.config.schema import (
-    DecodingConfig,
-    KafkaConfig,
-    KafkaSourceConfig,
-    ModelConfig,
-    SinksConfig,
-    SourceConfig,
-)
+from streamkm.config.schema import DecodingConfig, ModelConfig, ServiceConfig
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import ConfigError, ParameterError
 from streamkm.io import registry
@@ -32,18 +25,11 @@ DEFAULT_POLL_INTERVAL_MS = 100.0
 __all__ = ["DEFAULT_POLL_INTERVAL_MS", "source_poll_interval_s", "build_source", "build_decoder", "build_sinks", "build_model"]
 
 
-def build_source(config: SourceConfig | KafkaSourceConfig, *, kafka: KafkaConfig | None = None,
-                 metrics: Any = None, whole: Any = None) -> Source:
-    """The source of ``config.kind`` (the file tailer, a Kafka consumer group, ...), which
-    uses the ``kafka`` connection settings and reports to ``metrics``; a factory registered
-    for the whole configuration receives ``whole`` (the loaded configuration) instead."""
-    factory = registry.source_factory(config.kind)
-    if registry.wants_whole_config(factory):
-        if whole is None:
-            raise ConfigError(f"the {config.kind!r} source reads its own config sections: "
-                              f"build it from a whole loaded configuration")
-        return factory(config, whole, metrics)
-    return factory(config, kafka or KafkaConfig(), metrics)
+def build_source(config: ServiceConfig, *, metrics: Any = None) -> Source:
+    """The source of ``config.source.kind`` (the file tailer, a consumer group, ...), built
+    by its registered factory from ``[source]``, the whole configuration (the connector's
+    own sections) and ``metrics``."""
+    return registry.source_factory(config.source.kind)(config.source, config, metrics)
 
 
 def source_poll_interval_s(config: Any) -> float:
@@ -66,10 +52,10 @@ def build_decoder(config: DecodingConfig) -> RecordDecoder:
         raise ConfigError(f"invalid [decoding] configuration: {exc}") from None
 
 
-def build_sinks(config: SinksConfig, *, kafka: KafkaConfig | None = None,
-                metrics: Any = None) -> SinkSet:
-    """The sinks of ``config.kind`` (JSON-lines files, Kafka topics, ...)."""
-    return registry.sinks_factory(config.kind)(config, kafka or KafkaConfig(), metrics)
+def build_sinks(config: ServiceConfig, *, metrics: Any = None) -> SinkSet:
+    """The sinks of ``config.sinks.kind`` (JSON-lines files, topics, ...), built by its
+    registered factory from ``[sinks]``, the whole configuration and ``metrics``."""
+    return registry.sinks_factory(config.sinks.kind)(config.sinks, config, metrics)
 
 
 def build_model(config: ModelConfig, batch_size: int,

@@ -1,7 +1,8 @@
 """A scale-out member's clients of the broker and whether the broker is reachable.
 
-Starting is retried with backoff while the broker is away; the connection state is
-``streamkm_kafka_broker_connected{client="scaleout"}`` with the log events
+Starting is retried with backoff while the broker is away; the connection state is the
+gauge the transport's connector registered (Kafka: ``streamkm_kafka_broker_connected``)
+with the label ``client="scaleout"``, and the log events
 ``kafka_broker_unavailable`` / ``kafka_broker_connected`` on each transition, probed every
 second on its own thread so it stays current while the loop waits on a sink flush. The
 probe asks the broker (a request with a timeout of :data:`PROBE_TIMEOUT_S`) besides checking
@@ -15,11 +16,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from streamkm.config.schema import ScaleoutConfig
 from streamkm.exceptions import StateError
 from streamkm.logs import log_event
-from streamkm.runtime.metrics import ServiceMetrics
 from streamkm.scaleout.backoff import Backoff
 from streamkm.scaleout.transport import (
     BrokerProbe,
@@ -32,7 +33,7 @@ from streamkm.scaleout.transport import (
 __all__ = ["BrokerLink", "BROKER_CLIENT", "PROBE_TIMEOUT_S"]
 
 _log = logging.getLogger("streamkm.scaleout")
-#: ``client`` label of ``streamkm_kafka_broker_connected`` for the scale-out clients.
+#: ``client`` label of the connection gauge for the scale-out clients.
 BROKER_CLIENT = "scaleout"
 #: Longest wait for the broker's answer to a probe request.
 PROBE_TIMEOUT_S = 3.0
@@ -45,15 +46,15 @@ class BrokerLink:
     ----------
     config : ScaleoutConfig
         Topics creation, ``fence_timeout_ms``.
-    metrics : ServiceMetrics
-        Receives the connection state.
+    gauge : Gauge or None
+        Receives the connection state (``client`` label); ``None``: not exported.
     backoff : Backoff
         Delays between attempts to start (a copy is used).
     """
 
-    def __init__(self, config: ScaleoutConfig, metrics: ServiceMetrics, backoff: Backoff) -> None:
+    def __init__(self, config: ScaleoutConfig, gauge: Any, backoff: Backoff) -> None:
         self.config = config
-        self._metrics = metrics
+        self._gauge = gauge.labels(client=BROKER_CLIENT) if gauge is not None else None
         self._backoff = backoff
         self.updates: UpdatesSender | None = None
         self.model_reader: ModelReader | None = None
@@ -63,7 +64,8 @@ class BrokerLink:
         self._up_since: float | None = None
         self._lock = threading.Lock()
         self._prober: threading.Thread | None = None
-        metrics.broker_connected().labels(client=BROKER_CLIENT).set(0)
+        if self._gauge is not None:
+            self._gauge.set(0)
 
     def connect(self, transport: ScaleoutTransport, on_version: Callable[[int, bytes], None],
                 wait_stop: Callable[[float], bool]) -> bool:
@@ -116,8 +118,8 @@ class BrokerLink:
                 log_event(_log, "info", "kafka_broker_connected", client=BROKER_CLIENT)
             elif previous is not None:
                 log_event(_log, "warning", "kafka_broker_unavailable", client=BROKER_CLIENT)
-            self._metrics.broker_connected().labels(client=BROKER_CLIENT).set(
-                1 if connected else 0)
+            if self._gauge is not None:
+                self._gauge.set(1 if connected else 0)
 
     def unreachable_for(self) -> float:
         """Seconds since the broker was last seen reachable (0 while it is)."""

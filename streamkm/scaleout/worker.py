@@ -72,6 +72,8 @@ class ScaleoutWorker:
 
     #: A worker checkpoints once it reached the broker and processed something.
     checkpoints_at_start = False
+    #: Stepped on the runtime's thread: ``tick`` adopts new global versions of the model.
+    overlaps_ingest = False
 
     def __init__(self, config: ServiceConfig, transport: ScaleoutTransport | None = None
                  ) -> None:
@@ -93,8 +95,7 @@ class ScaleoutWorker:
         self._unsent: deque[tuple[dict[str, Any], float, int, list[PreparedUpdate]]] = deque()
         self._prepared: tuple[int, list[PreparedUpdate]] = (-1, [])  # the batch in process
         self.leader: LeaderRole | None = None
-        backoff_s = max(float(config.kafka.reconnect_backoff_ms), 100.0) / 1000.0
-        max_backoff_s = max(float(config.kafka.reconnect_backoff_max_ms) / 1000.0, backoff_s)
+        backoff_s, max_backoff_s = registry.scaleout_retry_backoff(config)
         self.fences = PartitionFences(self.member, Backoff(backoff_s, max_backoff_s))
         self._leader_backoff = Backoff(backoff_s, max_backoff_s)
         # (election changes, time) of a step-down for being cut off or fenced
@@ -116,7 +117,8 @@ class ScaleoutWorker:
     def attach(self, runtime: LearnerHost) -> None:
         self.runtime = runtime
         self.metrics = ScaleoutMetrics(runtime.metrics.registry, self.member)
-        self.link = BrokerLink(self.config.scaleout, runtime.metrics, self.fences.backoff)
+        gauge = registry.scaleout_connection_gauge(self.config.source.kind, runtime.metrics)
+        self.link = BrokerLink(self.config.scaleout, gauge, self.fences.backoff)
 
     def open(self, checkpoint: Checkpoint | None) -> None:
         if self.transport is None:

@@ -341,9 +341,15 @@ class SketchedKernelKMeans(SparseInputMixin, ClassNamePrefixFeaturesOutMixin, Cl
         return self.model_.transform(features)
 
     def predict(self, X: Any) -> np.ndarray:
-        """Index of the nearest center of each row (int64)."""
+        """Index of the nearest center of each row (int64; -1 for flagged rows when the
+        model's ``label_outliers`` is set)."""
         features = self.sketch(X)
         return self.model_.predict(features)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Novelty of each row of ``X`` in the sketch (see
+        :meth:`MiniBatchKernelKMeans.score_samples`; higher is more typical)."""
+        return self.model_.score_samples(self.sketch(X))
 
     def score(self, X: Any, y: Any = None) -> float:
         """Minus the mean squared kernel distance of the rows of ``X`` to their centers."""

@@ -255,3 +255,18 @@ def test_a_drift_split_empties_both_halves_buffers_and_keeps_the_others():
     report = model.step(drifting_batches(1, CHANGE + 1)[-1][0])
     new_rows = np.isin(report.cluster_ids, split[0]["into"])
     assert (report.novelty[new_rows] == 1.0).all()  # warming up again
+
+
+def test_a_kernel_refit_empties_every_buffer():
+    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0, outlier_alpha=0.01)
+    refreshed = False
+    for seed in range(8):
+        report = model.step(_inliers(1024, seed=seed))
+        if refreshed:
+            assert (report.novelty == 1.0).all()  # warming up in the new feature space
+            assert (model._novelty.sizes == 256).all()  # 1,024 rows: every buffer full again
+            return
+        if any(e["event"] == "kernel_refreshed" for e in report.events):
+            assert (model._novelty.sizes == 0).all()
+            refreshed = True
+    pytest.fail("the anchor kernel was never refitted")

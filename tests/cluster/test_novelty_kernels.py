@@ -26,14 +26,16 @@ def test_nearest_two_centers_matches_a_sort_of_the_distances(dtype, k):
     labels, mind = np.empty(n, np.int64), np.empty(n, dtype)
     second, second_d = np.empty(n, np.int64), np.empty(n, dtype)
     total = nc.nearest_two_centers(diag, inner, cc, labels, mind, second, second_d)
-    ref_labels, ref_mind = np.empty(n, np.int64), np.empty(n, dtype)
-    ref_total = nc.nearest_center(diag, inner, cc, ref_labels, ref_mind)
-    np.testing.assert_array_equal(labels, ref_labels)  # bit for bit the one-center kernel
-    np.testing.assert_array_equal(mind, ref_mind)
-    assert total == ref_total
     d = diag[:, None].astype(np.float64) - 2.0 * inner + cc[None, :]
     order = np.argsort(d, axis=1, kind="stable")
     np.testing.assert_array_equal(labels, order[:, 0])
+    nearest = np.maximum(d[np.arange(n), order[:, 0]], 0.0).astype(dtype)
+    np.testing.assert_array_equal(mind, nearest)
+    assert total == pytest.approx(float(nearest.astype(np.float64).sum()), rel=1e-12)
+    one_labels, one_mind = np.empty(n, np.int64), np.empty(n, dtype)
+    assert nc.nearest_center(diag, inner, cc, one_labels, one_mind) == total
+    np.testing.assert_array_equal(one_labels, labels)
+    np.testing.assert_array_equal(one_mind, mind)
     if k == 1:
         assert (second == -1).all() and np.isinf(second_d).all()
         return
@@ -56,8 +58,7 @@ def _reference_pvalues(labels, d, buffers, min_members):
 def test_pvalues_and_ring_buffers_match_python_lists(dtype):
     rng = np.random.default_rng(0)
     k, window, min_members = 4, 16, 5
-    ring = np.zeros((k, window))
-    ordered = np.zeros((k, window))
+    ring = np.full((k, window), np.inf)
     heads = np.zeros(k, np.int64)
     sizes = np.zeros(k, np.int64)
     buffers: list[list[float]] = [[] for _ in range(k)]
@@ -66,14 +67,31 @@ def test_pvalues_and_ring_buffers_match_python_lists(dtype):
         labels = rng.integers(0, k - 1, n)  # cluster k - 1 never gets a member
         d = rng.random(n).astype(dtype)
         d[: n // 3] = np.round(d[: n // 3], 1)  # ties with buffered values
+        ordered = np.sort(ring, axis=1)
         out = np.empty(n)
         nn.conformal_pvalues(labels, d, ordered, sizes, min_members, out)
         np.testing.assert_array_equal(out, _reference_pvalues(labels, d, buffers, min_members))
         assert ((out > 0) & (out <= 1)).all()
-        nn.push_members(labels, d, ring, heads, sizes, ordered)
+        touched = nn.push_members(labels, d, ring, heads, sizes, np.zeros(k, dtype=bool))
+        np.testing.assert_array_equal(touched, np.isin(np.arange(k), labels))
         for j, v in zip(labels, d):
             buffers[j] = (buffers[j] + [float(v)])[-window:]
         for j in range(k):
             assert sizes[j] == len(buffers[j])
-            np.testing.assert_array_equal(ordered[j, :sizes[j]], np.sort(buffers[j]))
+            np.testing.assert_array_equal(np.sort(ring[j])[:sizes[j]], np.sort(buffers[j]))
+            assert np.isinf(ring[j, sizes[j]:]).all()
     assert sizes[k - 1] == 0 and sizes[: k - 1].tolist() == [window] * (k - 1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 255, 256])
+def test_branch_free_search_counts_values_at_least_d_for_every_buffer_size(n):
+    rng = np.random.default_rng(n)
+    window = 256
+    ordered = np.full((1, window), np.inf)
+    ordered[0, :n] = np.sort(np.round(rng.random(n), 2))
+    d = np.concatenate([ordered[0, :n], ordered[0, :n] + 1e-9, ordered[0, :n] - 1e-9,
+                        [-1.0, 2.0]])
+    out = np.empty(d.shape[0])
+    nn.conformal_pvalues(np.zeros(d.shape[0], np.int64), d, ordered, np.array([n]), 1, out)
+    expected = (1 + (ordered[0, :n][None, :] >= d[:, None]).sum(1)) / (n + 1)
+    np.testing.assert_array_equal(out, expected)

@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streamkm.app.service import Service
-from streamkm.config.schema import ServiceConfig, config_from_mapping
+from streamkm.config.schema import ServiceConfig, config_from_mapping, service_model
 from streamkm.io.batcher import Batch
 from streamkm.runtime import Learned, RuntimeHook
 from streamkm.runtime.health import HealthChecks, stall_after_s
@@ -180,7 +180,7 @@ def test_stall_threshold_follows_the_configuration(tmp_path: Path) -> None:
     slow = config.model_copy(update={"batching": config.batching.model_copy(
         update={"max_wait_ms": 20_000.0})})
     assert stall_after_s(slow) == 200.0
-    kafka = ServiceConfig.model_validate({
+    kafka = service_model().model_validate({
         "source": {"kind": "kafka", "topics": ["t"], "group_id": "g",
                    "max_poll_interval_ms": 300_000},
         "decoding": {"dim": 2}, "model": {"n_clusters": 2}})

@@ -111,10 +111,11 @@ def test_the_runtime_reads_the_source_registered_for_its_kind(tmp_path: Path) ->
     built: list[Any] = []
     file_factory = connectors.source_factory("file")
     registration = {"section": connectors.source_sections()["file"],
-                    "lag_unit": connectors.source_lag_unit("file")}
+                    "lag_unit": connectors.source_lag_unit("file"),
+                    "hooks": connectors.source_hooks("file")}
 
-    def recording(section: Any, kafka: Any, metrics: Any) -> Any:
-        source = file_factory(section, kafka, metrics)
+    def recording(section: Any, config: Any, metrics: Any) -> Any:
+        source = file_factory(section, config, metrics)
         built.append(source)
         return source
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers.kafka_broker import TcpOutageProxy, free_port, start_tansu
 
-from streamkm.config.schema import ServiceConfig
+from streamkm.config.schema import service_model
 from streamkm_connectors.scaleout_kafka import KafkaScaleoutTransport
 
 pytestmark = [pytest.mark.kafka]
@@ -21,7 +21,7 @@ def test_probe_reports_a_silent_cut_within_its_timeout(tmp_path: Path) -> None:
     # the broker advertises the proxy: every connection goes through it
     broker = start_tansu(tmp_path / "tansu.log", advertised_port=free_port())
     proxy = TcpOutageProxy(broker.advertised_port, broker.port).start()
-    config = ServiceConfig.model_validate({
+    config = service_model().model_validate({
         "source": {"kind": "kafka", "topics": ["t"], "group_id": "g"},
         "kafka": {"bootstrap_servers": [f"127.0.0.1:{proxy.listen_port}"],
                   "request_timeout_ms": 40000},  # the probe's own timeout wins

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from streamkm.app.scaleout import ScaleoutService
-from streamkm.config.schema import ServiceConfig
+from streamkm.config.schema import service_model
 from streamkm.exceptions import TransportError
 from streamkm.io.batcher import Batch
 from streamkm.runtime.wiring import build_model, build_sinks
@@ -121,7 +121,7 @@ class World:
     list, and the merge leader applying it."""
 
     def __init__(self, tmp: Path) -> None:
-        self.config = ServiceConfig.model_validate({
+        self.config = service_model().model_validate({
             "source": {"kind": "kafka", "topics": ["t"], "group_id": "g"},
             "decoding": {"dim": 2}, "batching": {"batch_size": 10},
             "model": {"n_clusters": 2, "tau": 10, "n_init": 1, "random_state": 0,
@@ -135,7 +135,7 @@ class World:
         worker.link.updates = self.producer = FakeProducer()
         svc.source = self.source = FakeSource()
         svc.batcher = self.batcher = FakeBatcher()  # type: ignore[assignment]
-        svc.sinks = build_sinks(self.config.sinks, metrics=svc.metrics)
+        svc.sinks = build_sinks(self.config, metrics=svc.metrics)
         self.svc, self.worker = svc, worker
         cfg = self.config
         self.leader = MergeLeader(lambda: build_model(cfg.model, 10, cfg.drift.policy),
@@ -331,7 +331,8 @@ def test_failed_publication_is_retried_after_a_backoff(tmp_path: Path) -> None:
     publisher.sent[0][1][0].fail(TransportError("delivery timed out"))
     role.check_publication()
     assert role.publish_due and role.publishing is None
-    assert svc.metrics.broker_connected().labels(client="scaleout")._value.get() == 0
+    assert svc.metrics.registry.get_sample_value(
+        "streamkm_kafka_broker_connected", {"client": "scaleout"}) == 0
     role.publish()
     assert len(publisher.sent) == 1  # backing off
     worker._publish_backoff.succeeded()

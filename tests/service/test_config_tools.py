@@ -106,6 +106,23 @@ def test_config_check_finds_busy_port_and_unreachable_broker(tmp_path: Path) -> 
     assert "config has 2 error(s)" in proc.stderr
 
 
+def test_a_broker_the_source_and_the_sinks_share_is_reported_once(tmp_path: Path) -> None:
+    from streamkm.config.preflight import preflight
+
+    dead = free_port()
+    config = config_from_mapping({
+        "source": {"kind": "kafka", "topics": ["t"]}, "sinks": {"kind": "kafka"},
+        "kafka": {"bootstrap_servers": [f"127.0.0.1:{dead}"]}, "decoding": {"dim": 2},
+        "model": {"n_clusters": 2}, "metrics": {"enabled": False},
+        "checkpoint": {"dir": "ck"}}, base_dir=tmp_path)
+    found = [f.message for f in preflight(config, network=True, broker_timeout_s=1.0)]
+    assert [m for m in found if "no broker accepts" in m] == [
+        f"kafka.bootstrap_servers ['127.0.0.1:{dead}']: no broker accepts a connection: "
+        f"127.0.0.1:{dead} (Connection refused): start the broker or set [kafka] "
+        f"bootstrap_servers or STREAMKM_KAFKA__BOOTSTRAP_SERVERS"], found
+    assert preflight(config, network=False) == []  # without the network checks: no broker
+
+
 def test_python_dash_m_streamkm() -> None:
     from streamkm import __version__
 

@@ -9,20 +9,21 @@ from pathlib import Path
 import pytest
 
 from streamkm.io.resume_point import read_resume_point, resume_point_path, write_resume_point
-from streamkm.config.schema import SinksConfig
 from streamkm.exceptions import StateError
+from streamkm.registry import sinks_sections
 
 pytestmark = pytest.mark.unit
 
 
 def test_it_lives_beside_the_first_file_output(tmp_path: Path) -> None:
-    sinks = SinksConfig(assignments=tmp_path / "a.jsonl", events=tmp_path / "e.jsonl",
+    file_sinks, kafka_sinks = sinks_sections()["file"], sinks_sections()["kafka"]
+    sinks = file_sinks(assignments=tmp_path / "a.jsonl", events=tmp_path / "e.jsonl",
                         dead_letter=tmp_path / "d.jsonl")
     assert resume_point_path(sinks) == tmp_path / "a.jsonl.resume.json"
-    assert resume_point_path(SinksConfig(assignments=None, events=None,
-                                         dead_letter=tmp_path / "d.jsonl")) == \
+    assert resume_point_path(file_sinks(assignments=None, events=None,
+                                        dead_letter=tmp_path / "d.jsonl")) == \
         tmp_path / "d.jsonl.resume.json"
-    assert resume_point_path(SinksConfig(kind="kafka")) is None
+    assert resume_point_path(kafka_sinks(kind="kafka")) is None
 
 
 def test_round_trip_as_a_checkpoint_without_a_model(tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
-"""A connector package outside streamkm adds a source kind with its own TOML section: the
-example package under tests/connector_example, installed through an entry point of the
-``streamkm.connectors`` group, runs through ``streamkm run`` as a user would run it."""
+"""A connector package outside streamkm adds a source kind with its own TOML section and a
+sinks kind with its own ``[sinks]`` keys: the example package under tests/connector_example,
+installed through an entry point of the ``streamkm.connectors`` group, runs through
+``streamkm run`` as a user would run it."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -31,7 +34,14 @@ def _installed(site: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in path if p)}
 
 
-def _config(folder: Path, *, records: int, blobs: str) -> Path:
+FILE_SINKS = """[sinks]
+assignments = "out/assignments.jsonl"
+events = "out/events.jsonl"
+dead_letter = "out/dead.jsonl"
+"""
+
+
+def _config(folder: Path, *, records: int, blobs: str, sinks: str = FILE_SINKS) -> Path:
     config = folder / "streamkm.toml"
     config.write_text(f"""
 [source]
@@ -52,10 +62,7 @@ max_wait_ms = 200
 [checkpoint]
 dir = "ck"
 every_batches = 3
-[sinks]
-assignments = "out/assignments.jsonl"
-events = "out/events.jsonl"
-dead_letter = "out/dead.jsonl"
+{sinks}
 [metrics]
 enabled = false
 """)
@@ -106,3 +113,50 @@ def test_without_the_package_its_kind_is_refused_naming_the_installed_kinds(
     assert proc.returncode == 2, proc.stderr
     assert "config key 'source.kind' has bad value 'blobs': expected 'file' or 'kafka'" \
         in proc.stderr
+
+
+CSV_SINKS = """[sinks]
+kind = "csv"
+assignments = "out/assignments.csv"
+dead_letter = "out/dead.csv"
+"""
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh, delimiter=";"))
+
+
+def test_a_connector_package_adds_a_sinks_kind_with_its_own_keys(tmp_path: Path) -> None:
+    env = _installed(tmp_path / "site")
+    config = _config(tmp_path, records=600, blobs=f"centers = {json.dumps(CENTERS)}",
+                     sinks=CSV_SINKS)
+    env["STREAMKM_SINKS__DELIMITER"] = ";"  # the kind's own key, from the environment
+    shown = cli("config", "show", "-c", str(config), env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert 'kind = "csv"' in shown.stdout and 'delimiter = ";"' in shown.stdout
+    out = tmp_path / "out" / "assignments.csv"
+
+    # the header line is counted: 601 lines are 600 assignments
+    run_until_assigned(config, 601, env=env, assignments=out)
+    rows = _csv_rows(out)
+    assert sorted(int(r["id"][1:]) for r in rows) == list(range(600))  # each record once
+    by_center = [{r["cluster"] for r in rows if int(r["id"][1:]) % 3 == c} for c in range(3)]
+    assert all(len(clusters) == 1 for clusters in by_center), by_center
+    assert _csv_rows(tmp_path / "out" / "dead.csv") == []
+
+    # the core knows the kind's output files from its hook: without the checkpoints, a
+    # start over them is refused, naming them, and --from-start empties them
+    shutil.rmtree(tmp_path / "ck")
+    refused = cli("run", "-c", str(config), env=env)
+    assert refused.returncode == 2 and str(out) in refused.stderr, refused.stderr
+    run_until_assigned(config, 601, "--reset-model", "--from-start", env=env, assignments=out)
+    assert sorted(int(r["id"][1:]) for r in _csv_rows(out)) == list(range(600))
+
+
+def test_a_key_of_another_sinks_kind_names_the_kind_it_needs(tmp_path: Path) -> None:
+    config = _config(tmp_path, records=10, blobs="seed = 1",
+                     sinks=FILE_SINKS + 'delimiter = ";"\n')
+    proc = cli("run", "-c", str(config), env=_installed(tmp_path / "site"))
+    assert proc.returncode == 2, proc.stderr
+    assert "sinks.delimiter = ';' needs sinks.kind = 'csv'" in proc.stderr, proc.stderr

@@ -187,3 +187,19 @@ def test_reservoir_is_uniform_bounded_and_resumable(sparse: bool) -> None:
     values = dense_kept[:, 0]
     assert len(np.unique(values)) == 200
     assert 1300 < values.mean() < 2700  # a uniform sample of 0..3999, not the newest rows
+
+
+def test_novelty_and_outlier_labels_pass_through_the_sketch(blobs) -> None:
+    X, _ = blobs
+    p = SketchedKernelKMeans(RandomProjection(n_clusters=K, eps=0.5, random_state=0),
+                             MiniBatchKernelKMeans(K, tau=40, n_init=2, random_state=0,
+                                                   outlier_alpha=0.01, label_outliers=True),
+                             reservoir_size=400, random_state=1)
+    for b in range(6):
+        report = p.step(X[b * BATCH:(b + 1) * BATCH])
+    assert report.novelty.shape == (BATCH,) and report.outliers.dtype == bool
+    far = X[:4] * 0.0 + 40.0  # every feature far from every blob
+    scores = p.score_samples(far)
+    np.testing.assert_array_equal(scores, p.model_.score_samples(p.sketch(far)))
+    assert (scores <= 0.01).all() and (p.predict(far) == -1).all()
+    assert (p.score_samples(X[:200]) > 0.01).mean() > 0.9

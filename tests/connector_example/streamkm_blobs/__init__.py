@@ -1,9 +1,10 @@
 """A connector package outside streamkm: ``[source] kind = "blobs"`` generates JSON-lines
-records around the centers of its own ``[blobs]`` section.
+records around the centers of its own ``[blobs]`` section, and ``[sinks] kind = "csv"``
+(:mod:`.csv_sinks`) writes assignments and dead letters as CSV files.
 
-It shows what a third party writes to add a source kind: this one file and an entry point
-of the ``streamkm.connectors`` group naming :func:`register`. Nothing under ``streamkm/``
-knows it.
+It shows what a third party writes to add a source kind and a sinks kind: a module each and
+an entry point of the ``streamkm.connectors`` group naming :func:`register`. Nothing under
+``streamkm/`` knows them.
 
     [source]
     kind = "blobs"
@@ -25,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streamkm import registry
 from streamkm.sources import LAG_RECORDS, RawRecord
+
+from .csv_sinks import CSV_SINKS_HOOKS, CsvSinksConfig, csv_sinks
 
 __all__ = ["BlobsSourceConfig", "BlobsConfig", "BlobsSource", "register"]
 
@@ -102,7 +105,8 @@ def blobs_source(section: BlobsSourceConfig, config: Any, metrics: Any) -> Blobs
 
 
 def register() -> None:
-    """Add the ``blobs`` source kind and the ``[blobs]`` section."""
+    """Add the ``blobs`` source kind, the ``[blobs]`` section and the ``csv`` sinks kind."""
     registry.register_source("blobs", blobs_source, section=BlobsSourceConfig,
-                             lag_unit=LAG_RECORDS, whole_config=True)
+                             lag_unit=LAG_RECORDS)
     registry.register_config_section("blobs", BlobsConfig)
+    registry.register_sinks("csv", csv_sinks, section=CsvSinksConfig, hooks=CSV_SINKS_HOOKS)
