@@ -567,7 +567,8 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         drift = self.__dict__.get("_drift")
         screen.buffers.push(outcome.labels, outcome.min_sq_distances if drift is None else
                             capped_distances(outcome.labels, outcome.min_sq_distances,
-                                             screen.outliers, screen.buffers))
+                                             screen.outliers, screen.buffers,
+                                             self.outlier_alpha or 0.0))
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
         improvement = None
@@ -591,7 +592,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
                 step=self.n_steps_, labels=outcome.labels,
                 sq_distances=outcome.min_sq_distances, x=x, raw=raw, centers=self._centers,
                 counts=self.counts_, kernel=self._kernel_spec, outliers=screen.outliers,
-                buffers=screen.buffers)
+                buffers=screen.buffers, alpha=self.outlier_alpha)
             if drift.active and event != "converged" and self._monitor.wake():
                 event = "woke"
                 events.append({"event": "woke", "step": self.n_steps_,

@@ -5,27 +5,34 @@ pool with the step it arrived in. It stays there for at most ``quarantine_batche
 (and the pool keeps at most ``capacity`` rows, the oldest leave first).
 
 Flagged rows still join their cluster's novelty buffer, so the flag rate stays calibrated,
-but capped (:func:`capped_distances`): at most as far as the farthest member the buffer
-already holds. On an inlier stream this changes no flag decision (a row is flagged when
-few recent members are as far; those few stay the farthest values), while a new mode far
-from every cluster cannot pull its cluster's buffer out to itself: its rows stay flagged
-until they are born as a cluster.
+but only as many as chance explains keep their distance (:func:`capped_distances`): in a
+cluster given n rows, the count of flags that chance exceeds with probability ``alpha``
+(``poisson.ppf(1 - alpha, alpha * n)``), the nearest of them. The rest join capped at the
+farthest member the buffer already holds. On an inlier stream the flags of a batch rarely
+exceed that count, so the buffers are as they would be; a new mode flagged by the dozen
+cannot pull its cluster's buffer out to itself, and its rows stay flagged until they are
+born as a cluster.
 
-Birth criterion (:func:`birth_test`): the *group* is the pool's rows whose nearest center
-(now) is the center nearest to most of the pool (the first on ties), less the rows that
-are nearer that center than the group's own mean (the cluster's tail rows). It becomes a new
+Birth criterion (:func:`birth_test`): the *seed* is the pool's rows whose nearest center
+(now) is the center nearest to most of the pool (the first on ties); the *group* is the
+pool's rows nearer the seed's mean than to their nearest center (so the cluster's own tail
+rows drop out and rows of the same mode nearest another center join). It becomes a new
 cluster when it holds at least ``birth_rows`` rows and
 
-1. it is *separate* from that cluster: giving it its own center lowers the group's SSE by
+1. it arrives *faster than chance*: it holds more rows than the flags chance exceeds with
+   probability ``alpha`` among the cluster's m rows of the steps the group arrived in,
+   were they flagged at the calibrated score's highest rate, ``2 alpha`` (the band
+   [alpha / 2, 2 alpha] docs/novelty.md measures): ``poisson.ppf(1 - alpha, 2 alpha m)``;
+2. it is *separate* from that cluster: giving it its own center lowers the group's SSE by
    at least the fraction a drift split must reach,
    ``1 - SSE(group around its mean) / SSE(group around the cluster's center)
    >= split threshold``; and
-2. it is *compact*: the median squared kernel distance of its rows to their own mean is at
+3. it is *compact*: the median squared kernel distance of its rows to their own mean is at
    most the median of that cluster's recent members' distances (its novelty buffer).
 
-Rows in the tails of a cluster fail (1) (their mean is near the center), scattered
-noise fails (2) (spread wider than a cluster), a new mode at least as tight as its
-nearest cluster passes both. Pooled rows nearest to a newborn cluster join it.
+A cluster's own tail rows fail (1) (they are flagged at the rate ``alpha`` promises) and
+mostly (2) (their mean is near the center), scattered noise fails (3) (spread wider than
+a cluster), a new mode at least as tight as its nearest cluster passes all three. Pooled rows nearest to a newborn cluster join it.
 """
 
 from __future__ import annotations
@@ -34,11 +41,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import poisson
 
 from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, stack_rows
 from streamkm.kernels import KernelSpec
 
-__all__ = ["BirthTest", "OutlierPool", "birth_test", "capped_distances", "largest_group"]
+__all__ = ["BirthTest", "OutlierPool", "birth_test", "capped_distances", "chance_flags",
+           "largest_group"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,8 @@ class BirthTest:
         Median squared kernel distance of the group's rows to their mean.
     member_spread : float
         Median squared kernel distance of the cluster's recent members to its center.
+    chance_rows : float
+        Most group rows chance explains (``poisson.ppf(1 - alpha, 2 alpha m)``).
     passed : bool
         Both conditions hold.
     """
@@ -66,6 +77,7 @@ class BirthTest:
     sse_reduction: float
     spread: float
     member_spread: float
+    chance_rows: float
     passed: bool
 
 
@@ -152,17 +164,26 @@ class OutlierPool:
 
 
 def capped_distances(labels: np.ndarray, sq_distances: np.ndarray, outliers: np.ndarray,
-                     buffers: Any) -> np.ndarray:
-    """``sq_distances`` with each flagged row's value capped at the largest value its
-    cluster's novelty buffer holds (``buffers``: the
-    :class:`~streamkm.cluster._novelty.NoveltyBuffers` the rows were scored against)."""
+                     buffers: Any, alpha: float) -> np.ndarray:
+    """``sq_distances`` with the flagged rows beyond chance capped (see the module text).
+
+    In each cluster with n rows in the batch, up to ``poisson.ppf(1 - alpha, alpha * n)``
+    flagged rows (the count chance exceeds with probability ``alpha``), the nearest ones,
+    keep their distance; the others are capped at the largest value the cluster's novelty
+    buffer holds (``buffers``: the :class:`~streamkm.cluster._novelty.NoveltyBuffers` the
+    rows were scored against)."""
     flagged = np.flatnonzero(outliers)
     if not flagged.shape[0]:
         return sq_distances
     out = sq_distances.copy()
-    j = labels[flagged]
+    rows = np.bincount(labels, minlength=buffers.sizes.shape[0])
+    allowed = chance_flags(alpha, rows)
+    order = flagged[np.lexsort((sq_distances[flagged], labels[flagged]))]
+    rank = np.arange(order.shape[0]) - np.searchsorted(labels[order], labels[order])
+    excess = order[rank >= allowed[labels[order]]]
+    j = labels[excess]
     farthest = buffers.ordered[j, np.maximum(buffers.sizes[j] - 1, 0)]
-    out[flagged] = np.minimum(out[flagged], farthest.astype(out.dtype))
+    out[excess] = np.minimum(out[excess], farthest.astype(out.dtype))
     return out
 
 
@@ -178,20 +199,24 @@ def _own_distances(gram: np.ndarray) -> np.ndarray:
     return np.maximum(np.diagonal(gram) - 2.0 * gram.mean(axis=1) + gram.mean(), 0.0)
 
 
-def birth_test(rows: np.ndarray, center_sq_distances: np.ndarray, member_distances: np.ndarray,
-               kernel: KernelSpec, split_threshold: float, birth_rows: int, near: int,
-               positions: np.ndarray) -> BirthTest:
-    """Test whether ``rows`` (the pooled rows nearest one center) form a new cluster.
+def birth_test(rows: np.ndarray, nearest_sq_distances: np.ndarray, seed: np.ndarray,
+               member_distances: np.ndarray, kernel: KernelSpec, split_threshold: float,
+               birth_rows: int, chance_rows: float, near: int) -> BirthTest:
+    """Test whether the pooled rows around the group ``seed`` form a new cluster.
 
-    The group is first cleared of the rows that stay nearer the center than the group's
-    mean (a cluster's own tail rows); the rest is tested if it keeps ``birth_rows`` rows.
+    The group is the pool's rows nearer the mean of the ``seed`` rows (those nearest the
+    center ``near``) than to their nearest center: the seed less the cluster's own tail
+    rows, plus rows of the same new mode that are nearest another center. It is tested
+    when it holds at least ``birth_rows`` rows.
 
     Parameters
     ----------
     rows : ndarray of shape (n, d)
-        The pooled engine rows nearest the center ``near``.
-    center_sq_distances : ndarray of shape (n,)
-        Their squared kernel distances to that center.
+        The pool's engine rows.
+    nearest_sq_distances : ndarray of shape (n,)
+        Their squared kernel distances to their nearest centers.
+    seed : ndarray of int64
+        Positions of the rows nearest the center ``near``.
     member_distances : ndarray
         Squared kernel distances of that cluster's recent members to its center.
     kernel : KernelSpec
@@ -200,21 +225,33 @@ def birth_test(rows: np.ndarray, center_sq_distances: np.ndarray, member_distanc
         SSE reduction a drift split must reach.
     birth_rows : int
         Fewest rows of a group that can be born.
-    near, positions
-        The center's position and the rows' positions in the pool (kept in the result).
+    chance_rows : float
+        Most rows of the group that chance explains (:func:`chance_flags`).
+    near : int
+        The center's position (kept in the result).
     """
     sq = np.einsum("ij,ij->i", rows, rows)
     gram = np.asarray(kernel.block(rows, rows, x_sq=sq, y_sq=sq), dtype=np.float64)
-    keep = np.flatnonzero(_own_distances(gram) < center_sq_distances)
+    to_seed_mean = np.maximum(np.diagonal(gram) - 2.0 * gram[:, seed].mean(axis=1)
+                              + gram[np.ix_(seed, seed)].mean(), 0.0)
+    keep = np.flatnonzero(to_seed_mean < nearest_sq_distances)
     if keep.shape[0] < birth_rows:
-        return BirthTest(near=near, rows=positions[keep], sse_reduction=float("nan"),
-                         spread=float("nan"), member_spread=float("nan"), passed=False)
+        return BirthTest(near=near, rows=keep, sse_reduction=float("nan"),
+                         spread=float("nan"), member_spread=float("nan"),
+                         chance_rows=chance_rows, passed=False)
     own = _own_distances(gram[np.ix_(keep, keep)])
-    sse_near = float(np.sum(center_sq_distances[keep], dtype=np.float64))
+    sse_near = float(np.sum(nearest_sq_distances[keep], dtype=np.float64))
     reduction = 1.0 - float(own.sum()) / sse_near if sse_near > 0 else 0.0
     spread = float(np.median(own))
     member_spread = float(np.median(member_distances)) if member_distances.size else np.nan
-    passed = bool(reduction >= split_threshold and member_distances.size > 0
-                  and spread <= member_spread)
-    return BirthTest(near=near, rows=positions[keep], sse_reduction=reduction, spread=spread,
-                     member_spread=member_spread, passed=passed)
+    passed = bool(keep.shape[0] > chance_rows and reduction >= split_threshold
+                  and member_distances.size > 0 and spread <= member_spread)
+    return BirthTest(near=near, rows=keep, sse_reduction=reduction, spread=spread,
+                     member_spread=member_spread, chance_rows=chance_rows, passed=passed)
+
+
+def chance_flags(alpha: float, n_rows: Any, rate: float | None = None) -> Any:
+    """The number of flags among ``n_rows`` rows that chance exceeds with probability
+    ``alpha`` when each row is flagged with probability ``rate`` (default ``alpha``)."""
+    rate = float(alpha) if rate is None else float(rate)
+    return poisson.ppf(1.0 - float(alpha), rate * np.asarray(n_rows, dtype=np.float64))

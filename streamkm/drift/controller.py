@@ -48,7 +48,7 @@ import numpy as np
 from streamkm._core.raw_rows import RawRows, stack_rows
 from streamkm._core.rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.bisect import kernel_bisect
-from streamkm.drift.birth import OutlierPool, birth_test, largest_group
+from streamkm.drift.birth import OutlierPool, birth_test, chance_flags, largest_group
 from streamkm.drift.merge import MergeChoice, smallest_ward_pair
 from streamkm.drift.monitor import SpreadMonitor
 from streamkm.drift.policy import DriftPolicy
@@ -145,7 +145,8 @@ class DriftController:
     def after_step(self, *, step: int, labels: np.ndarray, sq_distances: np.ndarray,
                    x: np.ndarray, raw: RawRows | None, centers: Any, counts: np.ndarray,
                    kernel: KernelSpec, outliers: np.ndarray | None = None,
-                   buffers: Any = None) -> tuple[list[dict[str, Any]], np.ndarray]:
+                   buffers: Any = None, alpha: float | None = None
+                   ) -> tuple[list[dict[str, Any]], np.ndarray]:
         """Observe one assigned batch, then split, give birth, merge and retire; return
         (events, new counts).
 
@@ -153,14 +154,14 @@ class DriftController:
         ``counts`` the records seen per cluster (split proportionally, summed on merge);
         ``outliers`` the batch's flagged rows, which the caller left out of the novelty
         ``buffers`` (:class:`~streamkm.cluster._novelty.NoveltyBuffers`, aligned to the
-        positions before this step): they are pooled and handed back to them later.
+        positions before this step) at level ``alpha``: they are pooled.
         """
         k = self.monitor.n_clusters
         batch_counts = np.bincount(labels, minlength=k)
         sq_sums = np.bincount(labels, weights=sq_distances.astype(np.float64), minlength=k)
         alarmed = self.monitor.observe(batch_counts, sq_sums)
         self.idle = np.where(batch_counts > 0, 0, self.idle + 1).astype(np.int64)
-        pooling = outliers is not None and buffers is not None
+        pooling = outliers is not None and buffers is not None and alpha is not None
         if pooling:
             self._quarantine(step, x, raw, outliers)
         self.recent.add(labels, x, raw, self.rng)
@@ -182,7 +183,7 @@ class DriftController:
             event, counts = self._split(proposal, step, centers, counts)
             events.append(event)
         if pooling:
-            counts = self._birth(step, centers, counts, kernel, buffers, events)
+            counts = self._birth(step, centers, counts, kernel, buffers, float(alpha), events)
         self.active = tried > 0 or bool(events)
         while centers.n_clusters > self.k_max:
             choice = smallest_ward_pair(centers.center_inner_products(), self._sizes())
@@ -211,7 +212,7 @@ class DriftController:
         self.pool.release(step, self.policy.quarantine_batches)
 
     def _birth(self, step: int, centers: Any, counts: np.ndarray, kernel: KernelSpec,
-               buffers: Any, events: list[dict[str, Any]]) -> np.ndarray:
+               buffers: Any, alpha: float, events: list[dict[str, Any]]) -> np.ndarray:
         """Test the pool's largest group and append it as a new cluster if it passes."""
         if self.pool.size < self.policy.birth_rows:
             return counts
@@ -219,17 +220,22 @@ class DriftController:
         j, positions = largest_group(np.argmin(distances, axis=1))
         near = int(self.cluster_ids[j])
         member = np.flatnonzero(buffers.ids == near)  # a cluster split this step has none
-        if positions.shape[0] < self.policy.birth_rows or not member.shape[0]:
+        if not member.shape[0]:
             return counts
         b = int(member[0])
-        test = birth_test(self.pool.rows[positions], distances[positions, j],
+        arrived = self.pool.steps[positions]
+        cluster_rows = np.nan_to_num(self.monitor.recent_size[j]) * (
+            int(arrived.max()) - int(arrived.min()) + 1)
+        test = birth_test(self.pool.rows, distances.min(axis=1), positions,
                           buffers.ring[b, :int(buffers.sizes[b])], kernel,
-                          self.split_threshold(kernel), self.policy.birth_rows, j, positions)
+                          self.split_threshold(kernel), self.policy.birth_rows,
+                          float(chance_flags(alpha, cluster_rows, rate=2.0 * alpha)), j)
         if not test.passed:
             return counts
         positions = test.rows
         figures = {"near": near, "sse_reduction": round(test.sse_reduction, 6),
-                   "spread": round(test.spread, 6), "member_spread": round(test.member_spread, 6)}
+                   "spread": round(test.spread, 6), "member_spread": round(test.member_spread, 6),
+                   "chance_rows": float(test.chance_rows)}
         if centers.n_clusters >= self.k_max:
             self.n_births_blocked += 1
             if not self.birth_blocked:

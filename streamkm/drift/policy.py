@@ -118,8 +118,8 @@ class DriftPolicy:
         group that can become a new cluster; at most ``reservoir_size`` (the pool's
         capacity). See :mod:`streamkm.drift.birth` and docs/novelty.md.
     quarantine_batches : int, default=10
-        Steps a flagged row stays in the outlier pool; one that leaves without a birth
-        then joins its cluster's novelty buffer.
+        Steps a flagged row stays in the outlier pool (the span over which a group of
+        outliers can gather).
     retire_after : int or None, default=None
         A cluster that gets no rows for this many steps in a row is retired (never below
         ``k_min``); None never retires.
@@ -157,7 +157,7 @@ class DriftPolicy:
                 f"drift.reservoir_size ({self.reservoir_size!r})"
             )
         if self.birth_rows > self.reservoir_size:
-            raise ParameterError(
+            raise parameter_error(
                 f"drift.birth_rows ({self.birth_rows!r}) must be <= "
                 f"drift.reservoir_size ({self.reservoir_size!r})"
             )
