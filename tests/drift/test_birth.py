@@ -65,13 +65,14 @@ def test_at_k_max_no_birth_happens_and_one_event_says_why():
     assert model._drift.n_births_blocked >= 1 and model.cluster_ids_.tolist() == [0, 1, 2]
 
 
-def _stopping_source(model, n_batches, stop_at, seed=0, left=2):
-    """Steps the three blobs; from ``stop_at`` on only the first ``left`` send rows."""
+def _stopping_source(model, n_batches, stop_at, seed=0, left=2, scale=1.0):
+    """Steps the three blobs (means times ``scale``); from ``stop_at`` on only the first
+    ``left`` send rows."""
     rng = np.random.default_rng(seed)
     events = []
     for b in range(n_batches):
         comp = rng.integers(3 if b < stop_at else left, size=births.BATCH)
-        x = births.MEANS[comp] + rng.normal(size=(births.BATCH, 3))
+        x = scale * births.MEANS[comp] + rng.normal(size=(births.BATCH, 3))
         events += [{**e, "batch": b} for e in model.step(x).events]
     return events
 
@@ -94,8 +95,9 @@ def test_a_cluster_whose_source_stops_is_retired_and_its_id_never_comes_back():
 def test_retirement_stops_at_k_min_and_at_one_cluster(k_min, left):
     model = MiniBatchKernelKMeans(3, random_state=0, kernel="linear",
                                   drift={"retire_after": 2, "k_min": k_min})
-    _stopping_source(model, 6, stop_at=6)
-    _stopping_source(model, 8, stop_at=0, seed=1, left=1)  # only blob 0 sends
+    # blobs 18 sd apart: no row of blob 0 ever lands nearer another blob's center
+    _stopping_source(model, 6, stop_at=6, scale=3.0)
+    _stopping_source(model, 8, stop_at=0, seed=1, left=1, scale=3.0)  # only blob 0 sends
     assert model.cluster_ids_.shape[0] == max(k_min, left)
     assert model._drift.n_retired == 3 - max(k_min, left)
 
