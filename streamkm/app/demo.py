@@ -223,6 +223,10 @@ def describe_event(event: dict[str, Any]) -> str | None:
     >>> describe_event({"event": "merge", "clusters": [1, 5], "into": 1, "step": 900,
     ...                 "reason": "redundant"})
     'clusters 1 and 5 merged into 1 at step 900 (they had become one group)'
+    >>> describe_event({"event": "born", "cluster_id": 6, "rows": 83, "near": 2, "step": 41})
+    'cluster 6 born at step 41 from 83 outliers near cluster 2 (a compact group of its own)'
+    >>> describe_event({"event": "retired", "cluster_id": 3, "idle_batches": 20, "step": 70})
+    'cluster 3 retired at step 70 (no records for 20 batches)'
     """
     kind, step = event.get("event"), event.get("step")
     if kind == "split":
@@ -234,6 +238,16 @@ def describe_event(event: dict[str, Any]) -> str | None:
         a, b = event["clusters"]
         reason = _MERGE_REASONS.get(event.get("reason", ""), event.get("reason", ""))
         return f"clusters {a} and {b} merged into {event['into']} at step {step} ({reason})"
+    if kind == "born":
+        return (f"cluster {event['cluster_id']} born at step {step} from {event['rows']} "
+                f"outliers near cluster {event['near']} (a compact group of its own)")
+    if kind == "retired":
+        return (f"cluster {event['cluster_id']} retired at step {step} (no records for "
+                f"{event['idle_batches']} batches)")
+    if kind == "birth_blocked":
+        return (f"a compact group of {event['rows']} outliers near cluster {event['near']} "
+                f"was not made a cluster at step {step}: already drift.k_max = "
+                f"{event['k_max']} clusters")
     if kind == "converged":
         return f"model converged at step {step}: centers frozen, new records are only assigned"
     if kind == "woke":
@@ -272,9 +286,9 @@ class StatusLine(threading.Thread):
                 f"step {s.step} | mean squared distance to centers {fit}")
 
     def new_cluster_events(self) -> list[str]:
-        """One text line per split / merge since the last call."""
+        """One text line per split / merge / birth / retirement since the last call."""
         s = self.service.status
-        total = s.cluster_splits + s.cluster_merges
+        total = s.cluster_splits + s.cluster_merges + s.cluster_births + s.cluster_retirements
         fresh = min(total - self._events_shown, len(s.cluster_events))
         self._events_shown = total
         lines = []

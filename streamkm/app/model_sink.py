@@ -37,7 +37,7 @@ __all__ = ["ModelPublisher", "DRIFT_EVENTS", "install_model_sink"]
 _log = logging.getLogger("streamkm.service")
 
 #: Events after which the model is published at once.
-DRIFT_EVENTS = frozenset({"split", "merge", "resketched"})
+DRIFT_EVENTS = frozenset({"split", "merge", "born", "retired", "resketched"})
 
 
 class ModelPublisher(RuntimeHook):

@@ -493,6 +493,21 @@ class SupportCenters:
         self.next_tag = tag + 1
         self._assemble(segments)
 
+    def append(self, rows: np.ndarray, *, raw: RawRows | None = None) -> None:
+        """Append a new last center, the mean of ``rows`` (one new batch tag, equal weights;
+        ``raw`` required when the store keeps raw rows)."""
+        _check_split_raw(self.raw is not None, raw, raw)
+        segments = [self._segment(i) for i in range(self.n_clusters)]
+        segments.append(self._mean_segment(rows, raw, self.next_tag))
+        self.next_tag += 1
+        self._assemble(segments)
+
+    def remove(self, j: int) -> None:
+        """Remove center j (later centers move down one position)."""
+        segments = [self._segment(i) for i in range(self.n_clusters)]
+        del segments[j]
+        self._assemble(segments)
+
     def merge(self, keep: int, drop: int, size_keep: float, size_drop: float) -> int:
         """Merge center ``drop`` into ``keep``: (n_k C_keep + n_d C_drop) / (n_k + n_d).
 

@@ -155,6 +155,25 @@ class ExplicitCenters:
             self.raw = np.vstack([self.raw, _raw_mean(raw_b)[None, :]])
         self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
 
+    def append(self, rows: np.ndarray, *, raw: RawRows | None = None) -> None:
+        """Append a new last center, the mean of ``rows`` (raw centroid from ``raw`` when
+        the store keeps them)."""
+        _check_split_raw(self.raw is not None, raw, raw)
+        if rows.shape[0] == 0:
+            raise ValidationError("a new center needs at least one row, got 0")
+        mean = np.asarray(rows, dtype=np.float64).mean(axis=0).astype(self.dtype)
+        self.centers = np.ascontiguousarray(np.vstack([self.centers, mean[None, :]]))
+        if self.raw is not None:
+            self.raw = np.vstack([self.raw, _raw_mean(raw)[None, :]])
+        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+
+    def remove(self, j: int) -> None:
+        """Remove center j (later centers move down one position)."""
+        self.centers = np.ascontiguousarray(np.delete(self.centers, j, axis=0))
+        if self.raw is not None:
+            self.raw = np.delete(self.raw, j, axis=0)
+        self.center_sq_norms = sq_norms(self.centers).astype(np.float64)
+
     def merge(self, keep: int, drop: int, size_keep: float, size_drop: float) -> int:
         """Merge center ``drop`` into ``keep`` (size-weighted mean, halves when both sizes
         are 0); ``drop`` is removed. Returns the merged center's new position."""

@@ -36,6 +36,7 @@ from streamkm.cluster._params import PARAMETER_RULES, PARAMETERS, relations_prob
 from streamkm.cluster._state import model_from_state, model_state
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
 from streamkm.cluster._warmup import WarmedCandidate, warm_up
+from streamkm.drift.birth import capped_distances
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import (NotFittedError, ParameterError, ValidationError)
 from streamkm.kernels import KernelSpec, build_kernel
@@ -563,7 +564,11 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             raw=raw, rng=self._rng, screen=screen,
             **({} if weights is None else {"sample_weight": weights}),
         )
-        screen.buffers.push(outcome.labels, outcome.min_sq_distances)
+        drift = self.__dict__.get("_drift")
+        screen.buffers.push(outcome.labels, outcome.min_sq_distances if drift is None else
+                            capped_distances(outcome.labels, outcome.min_sq_distances,
+                                             screen.outliers, screen.buffers,
+                                             self.outlier_alpha or 0.0))
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
         improvement = None
@@ -579,7 +584,6 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         if event is not None:
             events.append({"event": event, "step": self.n_steps_,
                            "objective": float(outcome.objective_before)})
-        drift = self.__dict__.get("_drift")
         if drift is None:
             cluster_ids = outcome.labels
         else:
@@ -587,8 +591,8 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             drift_events, self.counts_ = drift.after_step(
                 step=self.n_steps_, labels=outcome.labels,
                 sq_distances=outcome.min_sq_distances, x=x, raw=raw, centers=self._centers,
-                counts=self.counts_, kernel=self._kernel_spec,
-            )
+                counts=self.counts_, kernel=self._kernel_spec, outliers=screen.outliers,
+                buffers=screen.buffers, alpha=self.outlier_alpha)
             if drift.active and event != "converged" and self._monitor.wake():
                 event = "woke"
                 events.append({"event": "woke", "step": self.n_steps_,

@@ -21,6 +21,14 @@ After every engine step the controller
    more than ``k_min`` clusters. The merged cluster
    keeps the stable id of the larger of the two (the lower id on ties).
 
+4. with ``outliers`` given (the estimator's flagged rows), holds them in the outlier pool
+   (:class:`~streamkm.drift.birth.OutlierPool`) and, when a group of at least
+   ``birth_rows`` of them passes :func:`~streamkm.drift.birth.birth_test`, appends a new
+   cluster at their mean (event ``born``; at ``k_max`` a ``birth_blocked`` event once
+   instead); rows leaving the pool without a birth join their cluster's novelty buffer;
+5. with ``retire_after`` set, removes clusters that got no rows for that many steps in a
+   row, most idle first, while more than ``k_min`` clusters remain (event ``retired``).
+
 A step that tried a bisection, split or merged is *active*: the estimator then wakes a
 converged model, because a drifting cluster needs its centers to learn again.
 
@@ -37,9 +45,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamkm._core.raw_rows import RawRows
+from streamkm._core.raw_rows import RawRows, stack_rows
 from streamkm._core.rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.bisect import kernel_bisect
+from streamkm.drift.birth import OutlierPool, birth_test, chance_flags, largest_group
 from streamkm.drift.merge import MergeChoice, smallest_ward_pair
 from streamkm.drift.monitor import SpreadMonitor
 from streamkm.drift.policy import DriftPolicy
@@ -123,22 +132,38 @@ class DriftController:
         self.n_rejected = 0
         self.n_merges = 0
         self.n_observed_steps = 0
+        self.pool = OutlierPool(n_features, dtype, policy.reservoir_size, keeps_raw=keeps_raw)
+        self.idle = np.zeros(int(n_clusters), dtype=np.int64)  # steps in a row without rows
+        self.n_births = 0
+        self.n_retired = 0
+        self.n_births_blocked = 0
+        self.birth_blocked = False  # a birth_blocked event was sent since the last birth
         self.active = False  # the last step tried a bisection, split or merged
 
     # ------------------------------------------------------------------ one step
 
     def after_step(self, *, step: int, labels: np.ndarray, sq_distances: np.ndarray,
                    x: np.ndarray, raw: RawRows | None, centers: Any, counts: np.ndarray,
-                   kernel: KernelSpec) -> tuple[list[dict[str, Any]], np.ndarray]:
-        """Observe one assigned batch, then split and merge; return (events, new counts).
+                   kernel: KernelSpec, outliers: np.ndarray | None = None,
+                   buffers: Any = None, alpha: float | None = None
+                   ) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """Observe one assigned batch, then split, give birth, merge and retire; return
+        (events, new counts).
 
         ``centers`` is the estimator's center store (it is split and merged in place);
-        ``counts`` the records seen per cluster (split proportionally, summed on merge).
+        ``counts`` the records seen per cluster (split proportionally, summed on merge);
+        ``outliers`` the batch's flagged rows, which the caller left out of the novelty
+        ``buffers`` (:class:`~streamkm.cluster._novelty.NoveltyBuffers`, aligned to the
+        positions before this step) at level ``alpha``: they are pooled.
         """
         k = self.monitor.n_clusters
         batch_counts = np.bincount(labels, minlength=k)
         sq_sums = np.bincount(labels, weights=sq_distances.astype(np.float64), minlength=k)
         alarmed = self.monitor.observe(batch_counts, sq_sums)
+        self.idle = np.where(batch_counts > 0, 0, self.idle + 1).astype(np.int64)
+        pooling = outliers is not None and buffers is not None and alpha is not None
+        if pooling:
+            self._quarantine(step, x, raw, outliers)
         self.recent.add(labels, x, raw, self.rng)
         self.n_observed_steps += 1
         self.n_alarms += int(alarmed.shape[0])
@@ -157,6 +182,8 @@ class DriftController:
                 continue
             event, counts = self._split(proposal, step, centers, counts)
             events.append(event)
+        if pooling:
+            counts = self._birth(step, centers, counts, kernel, buffers, float(alpha), events)
         self.active = tried > 0 or bool(events)
         while centers.n_clusters > self.k_max:
             choice = smallest_ward_pair(centers.center_inner_products(), self._sizes())
@@ -171,7 +198,98 @@ class DriftController:
                 event, counts = self._merge(choice, step, centers, counts, reason="redundant")
                 events.append(event)
                 self.active = True
+        if self.policy.retire_after is not None:
+            counts = self._retire(step, centers, counts, events)
         return events, counts
+
+    # ------------------------------------------------------------------ births, retirements
+
+    def _quarantine(self, step: int, x: np.ndarray, raw: RawRows | None,
+                    outliers: np.ndarray) -> None:
+        """Pool the batch's flagged rows and let the oldest go."""
+        flagged = np.flatnonzero(outliers)
+        self.pool.add(step, x[flagged], None if raw is None else raw[flagged])
+        self.pool.release(step, self.policy.quarantine_batches)
+
+    def _birth(self, step: int, centers: Any, counts: np.ndarray, kernel: KernelSpec,
+               buffers: Any, alpha: float, events: list[dict[str, Any]]) -> np.ndarray:
+        """Test the pool's largest group and append it as a new cluster if it passes."""
+        if self.pool.size < self.policy.birth_rows:
+            return counts
+        distances = self._pool_distances(centers, kernel)
+        j, positions = largest_group(np.argmin(distances, axis=1))
+        near = int(self.cluster_ids[j])
+        member = np.flatnonzero(buffers.ids == near)  # a cluster split this step has none
+        if not member.shape[0]:
+            return counts
+        b = int(member[0])
+        arrived = self.pool.steps[positions]
+        cluster_rows = np.nan_to_num(self.monitor.recent_size[j]) * (
+            int(arrived.max()) - int(arrived.min()) + 1)
+        test = birth_test(self.pool.rows, distances.min(axis=1), positions,
+                          buffers.ring[b, :int(buffers.sizes[b])], kernel,
+                          self.split_threshold(kernel), self.policy.birth_rows,
+                          float(chance_flags(alpha, cluster_rows, rate=2.0 * alpha)), j)
+        if not test.passed:
+            return counts
+        positions = test.rows
+        figures = {"near": near, "sse_reduction": round(test.sse_reduction, 6),
+                   "spread": round(test.spread, 6), "member_spread": round(test.member_spread, 6),
+                   "chance_rows": float(test.chance_rows)}
+        if centers.n_clusters >= self.k_max:
+            self.n_births_blocked += 1
+            if not self.birth_blocked:
+                self.birth_blocked = True
+                events.append({"event": "birth_blocked", "step": int(step), "reason": "k_max",
+                               "k_max": self.k_max, "rows": int(positions.shape[0]), **figures})
+            return counts
+        n_steps = np.unique(self.pool.steps[positions]).shape[0]
+        rows, raw = self.pool.take(positions)
+        centers.append(rows, raw=raw)
+        adopted = (np.flatnonzero(np.argmin(self._pool_distances(centers, kernel), axis=1)
+                                  == centers.n_clusters - 1) if self.pool.size else [])
+        more, more_raw = self.pool.take(np.asarray(adopted, dtype=np.int64))
+        parts = [p for p in (raw, more_raw) if p is not None and p.shape[0]]
+        self.recent.append(np.concatenate([rows, more]), stack_rows(parts) if parts else None)
+        self.monitor.append(rows.shape[0] / n_steps)
+        self.idle = np.append(self.idle, 0)
+        new_id = self.next_id
+        self.cluster_ids = np.append(self.cluster_ids, new_id)
+        self.next_id += 1
+        self.n_births += 1
+        self.birth_blocked = False
+        events.append({"event": "born", "step": int(step), "cluster_id": new_id,
+                       "rows": int(rows.shape[0]), "adopted": int(more.shape[0]),
+                       "reason": "compact_outliers", **figures})
+        return np.append(counts, rows.shape[0] + more.shape[0]).astype(np.int64)
+
+    def _pool_distances(self, centers: Any, kernel: KernelSpec) -> np.ndarray:
+        """Squared kernel distances of the pooled rows to every center, shape (n, k)."""
+        rows = self.pool.rows
+        return centers.sq_distances(rows, np.einsum("ij,ij->i", rows, rows),
+                                    kernel.diagonal(rows))
+
+    def _retire(self, step: int, centers: Any, counts: np.ndarray,
+                events: list[dict[str, Any]]) -> np.ndarray:
+        """Remove the clusters idle for ``retire_after`` steps, most idle first, while more
+        than ``k_min`` (at least 1) remain."""
+        while centers.n_clusters > max(1, self.policy.k_min):
+            j = int(np.argmax(self.idle))
+            idle = int(self.idle[j])
+            if idle < int(self.policy.retire_after):
+                break
+            retired_id = int(self.cluster_ids[j])
+            centers.remove(j)
+            counts = np.delete(counts, j)
+            self.recent.remove(j)
+            self.monitor.remove(j)
+            self.idle = np.delete(self.idle, j)
+            self.cluster_ids = np.delete(self.cluster_ids, j)
+            self.n_retired += 1
+            self.birth_blocked = False
+            events.append({"event": "retired", "step": int(step), "cluster_id": retired_id,
+                           "idle_batches": idle, "reason": "no_records"})
+        return counts
 
     def _sizes(self) -> np.ndarray:
         return np.nan_to_num(self.monitor.recent_size, nan=0.0)
@@ -246,6 +364,8 @@ class DriftController:
         counts[j] = kept_count
         self.recent.split(j, proposal.side)
         self.monitor.split(j, fraction)
+        self.idle = np.append(self.idle, 0)
+        self.idle[j] = 0
         old_id, new_id = int(self.cluster_ids[j]), self.next_id
         self.cluster_ids = np.append(self.cluster_ids, new_id)
         self.next_id += 1
@@ -269,6 +389,8 @@ class DriftController:
         counts = np.delete(counts, drop)
         self.recent.merge(keep, drop, self.rng)
         self.monitor.merge(keep, drop)
+        self.idle[keep] = min(self.idle[keep], self.idle[drop])
+        self.idle = np.delete(self.idle, drop)
         self.cluster_ids = np.delete(self.cluster_ids, drop)
         self.n_merges += 1
         event = {"event": "merge", "step": int(step), "clusters": [keep_id, drop_id],
@@ -301,6 +423,8 @@ class DriftController:
         (empty window, zero spread) restarts its warm-up instead.
         """
         self.recent.reproject(transform, n_features)
+        self.pool = OutlierPool(n_features, self.pool.rows.dtype, self.pool.capacity,
+                                keeps_raw=self.pool.keeps_raw)
         ratio = self.window_spreads(centers, kernel) / spreads_before
         self.monitor.rescale(ratio)
 
@@ -312,6 +436,7 @@ class DriftController:
         kernel) and rescale every cluster's spread statistics by how much the new feature
         space changed its window's spread (a cluster whose ratio is unknown restarts its
         warm-up)."""
+        self.pool.clear()
         self.recent.rebuild(labels, old_rows, raw)
         before = self.window_spreads(old_centers, old_kernel)
         self.recent.rebuild(labels, new_rows, raw)
@@ -323,11 +448,15 @@ class DriftController:
         """Arrays (names start with ``drift_``) and JSON-able metadata."""
         arrays = {**self.monitor.to_arrays(_PREFIX + "monitor_"),
                   **self.recent.to_arrays(_PREFIX + "recent_"),
+                  **self.pool.to_arrays(_PREFIX + "pool_"),
+                  _PREFIX + "idle": self.idle.copy(),
                   _PREFIX + "cluster_ids": self.cluster_ids.copy()}
         meta = {"policy": self.policy.to_dict(), "k_max": self.k_max, "next_id": self.next_id,
                 "n_alarms": self.n_alarms, "n_splits": self.n_splits,
                 "n_rejected": self.n_rejected, "n_merges": self.n_merges,
-                "n_observed_steps": self.n_observed_steps,
+                "n_observed_steps": self.n_observed_steps, "n_births": self.n_births,
+                "n_retired": self.n_retired, "n_births_blocked": self.n_births_blocked,
+                "birth_blocked": self.birth_blocked,
                 "n_features": self.recent.n_features, "keeps_raw": self.recent.keeps_raw,
                 "rng": rng_state_to_json(self.rng)}
         return arrays, meta
@@ -348,7 +477,14 @@ class DriftController:
             capacity=policy.reservoir_size, keeps_raw=bool(meta["keeps_raw"]))
         for name in ("n_alarms", "n_splits", "n_rejected", "n_merges", "n_observed_steps"):
             setattr(ctrl, name, int(meta[name]))
-        sizes = {ids.shape[0], ctrl.monitor.n_clusters, ctrl.recent.n_clusters}
+        for name in ("n_births", "n_retired", "n_births_blocked"):
+            setattr(ctrl, name, int(meta.get(name, 0)))
+        ctrl.birth_blocked = bool(meta.get("birth_blocked", False))
+        ctrl.pool.load_arrays(arrays, _PREFIX + "pool_")
+        ctrl.idle = np.asarray(arrays.get(_PREFIX + "idle", np.zeros(ids.shape[0])),
+                               dtype=np.int64).copy()
+        sizes = {ids.shape[0], ctrl.monitor.n_clusters, ctrl.recent.n_clusters,
+                 ctrl.idle.shape[0]}
         if len(sizes) != 1:
             raise ValueError(f"drift state disagrees on the number of clusters: {sorted(sizes)!r}")
         return ctrl

@@ -153,6 +153,19 @@ class SpreadMonitor:
             setattr(self, name, np.delete(getattr(self, name), drop))
         self.restart(keep - int(keep > drop))
 
+    def append(self, size: float) -> None:
+        """A new last cluster of recent size ``size``, warming up."""
+        for name in _ARRAY_NAMES + _INT_ARRAY_NAMES:
+            arr = getattr(self, name)
+            setattr(self, name, np.append(arr, 0))
+        self.recent_size[-1] = float(size)
+        self.restart(self.n_clusters - 1)
+
+    def remove(self, j: int) -> None:
+        """Forget cluster j (later positions shift down)."""
+        for name in _ARRAY_NAMES + _INT_ARRAY_NAMES:
+            setattr(self, name, np.delete(getattr(self, name), j))
+
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         """The statistics as arrays named ``<prefix><name>``."""
         return {prefix + name: getattr(self, name).copy()

@@ -39,6 +39,9 @@ _FIELD_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "merge_below": lambda v, name: None if v is None else check_float(v, name, low=0.0),
     "merge_every": lambda v, name: check_int(v, name, low=1),
     "max_splits_per_step": lambda v, name: check_int(v, name, low=1),
+    "birth_rows": lambda v, name: check_int(v, name, low=2),
+    "quarantine_batches": lambda v, name: check_int(v, name, low=1),
+    "retire_after": lambda v, name: None if v is None else check_int(v, name, low=1),
 }
 
 
@@ -110,6 +113,16 @@ class DriftPolicy:
         Steps between two redundancy checks (each needs the k x k center inner products).
     max_splits_per_step : int, default=1
         Bisections tried per step (the most alarmed clusters first); bounds a step's cost.
+    birth_rows : int, default=64
+        Fewest pooled outliers (rows flagged at the estimator's ``outlier_alpha``) of one
+        group that can become a new cluster; at most ``reservoir_size`` (the pool's
+        capacity). See :mod:`streamkm.drift.birth` and docs/novelty.md.
+    quarantine_batches : int, default=10
+        Steps a flagged row stays in the outlier pool (the span over which a group of
+        outliers can gather).
+    retire_after : int or None, default=None
+        A cluster that gets no rows for this many steps in a row is retired (never below
+        ``k_min``); None never retires.
     """
 
     reservoir_size: int = 256
@@ -131,6 +144,9 @@ class DriftPolicy:
     merge_below: float | None = None
     merge_every: int = 10
     max_splits_per_step: int = 1
+    birth_rows: int = 64
+    quarantine_batches: int = 10
+    retire_after: int | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -138,6 +154,11 @@ class DriftPolicy:
         if self.min_reservoir > self.reservoir_size:
             raise parameter_error(
                 f"drift.min_reservoir ({self.min_reservoir!r}) must be <= "
+                f"drift.reservoir_size ({self.reservoir_size!r})"
+            )
+        if self.birth_rows > self.reservoir_size:
+            raise parameter_error(
+                f"drift.birth_rows ({self.birth_rows!r}) must be <= "
                 f"drift.reservoir_size ({self.reservoir_size!r})"
             )
         if self.k_max is not None and self.k_max < self.k_min:

@@ -112,6 +112,16 @@ class RecentRows:
         del self.rows[drop]
         del self.raw[drop]
 
+    def append(self, rows: np.ndarray, raw: RawRows | None) -> None:
+        """A new last window holding the newest ``capacity`` of ``rows``."""
+        self.rows.append(np.ascontiguousarray(_tail(rows, self.capacity), dtype=self.dtype))
+        self.raw.append(None if raw is None or not self.keeps_raw else _tail(raw, self.capacity))
+
+    def remove(self, j: int) -> None:
+        """Drop window j (later positions shift down)."""
+        del self.rows[j]
+        del self.raw[j]
+
     def clear(self) -> None:
         """Empty every window."""
         self.rows = [self._empty() for _ in self.rows]

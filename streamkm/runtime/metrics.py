@@ -107,6 +107,14 @@ class ServiceMetrics:
         self.cluster_merges = Counter(
             "streamkm_cluster_merges",
             "Pairs of clusters merged by drift handling (smallest Ward cost).", registry=r)
+        self.cluster_births = Counter(
+            "streamkm_cluster_births",
+            "Clusters born from pooled outliers that formed a compact group (drift handling "
+            "with outlier_alpha set).", registry=r)
+        self.cluster_retirements = Counter(
+            "streamkm_cluster_retirements",
+            "Clusters retired by drift handling after drift.retire_after batches without "
+            "records.", registry=r)
         self._source_lag: dict[str, Gauge] = {}
         self.checkpoint_duration_seconds = Histogram(
             "streamkm_checkpoint_duration_seconds",

@@ -74,6 +74,9 @@ __all__ = ["Runtime"]
 
 _log = logging.getLogger("streamkm.service")
 
+#: Lifecycle events kept in the status's recent cluster changes (and counted there).
+CLUSTER_EVENTS = ("split", "merge", "born", "retired")
+
 
 class Runtime:
     """One streamkm process running a learner strategy.
@@ -620,7 +623,13 @@ class Runtime:
             elif kind == "merge":
                 m.cluster_merges.inc()
                 self.status.cluster_merges += 1
-            if kind in ("split", "merge"):
+            elif kind == "born":
+                m.cluster_births.inc()
+                self.status.cluster_births += 1
+            elif kind == "retired":
+                m.cluster_retirements.inc()
+                self.status.cluster_retirements += 1
+            if kind in CLUSTER_EVENTS:
                 self.status.cluster_events.append(dict(entry))
             name = "model_" + kind if kind in ("converged", "woke") else "cluster_" + kind
             log_event(_log, "info", name, **{k: v for k, v in entry.items() if k != "event"})

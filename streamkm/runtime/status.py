@@ -28,6 +28,8 @@ class ServiceStatus:
     clusters: int = 0
     cluster_splits: int = 0
     cluster_merges: int = 0
+    cluster_births: int = 0
+    cluster_retirements: int = 0
     cluster_events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=100))
     checkpoints: int = 0
     read_seconds: float = 0.0

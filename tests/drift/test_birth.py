@@ -1,0 +1,240 @@
+"""Births and retirements: a new compact mode becomes one cluster soon after enough of its
+rows are pooled, inlier-only and uniform-noise streams give none (and stay calibrated),
+k_max blocks births and says so once, an idle cluster is retired, the pool and counters
+survive a checkpoint, and each condition of the birth test decides on its own (the
+streams are those of benchmarks/novelty_births.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamkm import MiniBatchKernelKMeans
+from streamkm.drift import DriftPolicy
+from streamkm.drift.birth import OutlierPool, birth_test, capped_distances, chance_flags
+from streamkm.exceptions import ParameterError
+
+_spec = importlib.util.spec_from_file_location(
+    "novelty_births", Path(__file__).resolve().parents[2] / "benchmarks" / "novelty_births.py")
+births = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(births)
+
+pytestmark = pytest.mark.unit
+
+ALPHA = births.ALPHA
+
+
+@pytest.mark.parametrize("kernel", list(births.KERNELS))
+def test_a_new_compact_mode_is_born_once_within_five_batches_and_holds_its_rows(kernel):
+    run = births.new_mode_run(kernel)
+    assert len(run["born"]) == 1, run["born"]
+    born = run["born"][0]
+    assert born["batch"] - run["full_at"] <= 5
+    assert born["cluster_id"] == 3 and born["reason"] == "compact_outliers"
+    assert born["rows"] >= 64 and born["sse_reduction"] >= 0.8
+    assert born["spread"] <= born["member_spread"] and born["rows"] > born["chance_rows"]
+    assert run["purity"] >= 0.95 and run["recall"] >= 0.95
+
+
+@pytest.mark.parametrize("name", ["blobs", "moons", "digits"])
+@pytest.mark.parametrize("kernel", list(births.KERNELS))
+def test_inlier_only_streams_give_no_birth_and_stay_calibrated_with_drift_on(name, kernel):
+    share, n_births = births.inlier_run(name, kernel)
+    assert n_births == 0
+    assert ALPHA / 2 <= share <= 2 * ALPHA, f"{name} / {kernel}: {share:.4f} flagged"
+
+
+@pytest.mark.parametrize("kernel", list(births.KERNELS))
+def test_scattered_uniform_noise_gives_no_birth(kernel):
+    assert births.noise_run(kernel) == 0
+
+
+def test_at_k_max_no_birth_happens_and_one_event_says_why():
+    rng = np.random.default_rng(0)
+    model = MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=ALPHA, gamma="median",
+                                  drift={"k_max": 3})
+    events = []
+    for b in range(births.N_BATCHES):
+        events += list(model.step(births.blob_batch(rng, mode=b >= births.MODE_AT)[0]).events)
+    assert not [e for e in events if e["event"] == "born"]
+    blocked = [e for e in events if e["event"] == "birth_blocked"]
+    assert len(blocked) == 1 and blocked[0]["reason"] == "k_max" and blocked[0]["k_max"] == 3
+    assert model._drift.n_births_blocked >= 1 and model.cluster_ids_.tolist() == [0, 1, 2]
+
+
+def _stopping_source(model, n_batches, stop_at, seed=0, left=2, scale=1.0):
+    """Steps the three blobs (means times ``scale``); from ``stop_at`` on only the first
+    ``left`` send rows."""
+    rng = np.random.default_rng(seed)
+    events = []
+    for b in range(n_batches):
+        comp = rng.integers(3 if b < stop_at else left, size=births.BATCH)
+        x = scale * births.MEANS[comp] + rng.normal(size=(births.BATCH, 3))
+        events += [{**e, "batch": b} for e in model.step(x).events]
+    return events
+
+
+def test_a_cluster_whose_source_stops_is_retired_and_its_id_never_comes_back():
+    model = MiniBatchKernelKMeans(3, random_state=0, kernel="linear",
+                                  drift={"retire_after": 5})
+    events = _stopping_source(model, 10, stop_at=10)
+    gone = int(np.argmin(np.linalg.norm(model.cluster_centers_ - births.MEANS[2], axis=1)))
+    gone_id = int(model.cluster_ids_[gone])
+    events = _stopping_source(model, 12, stop_at=0, seed=1)
+    retired = [e for e in events if e["event"] == "retired"]
+    assert len(retired) == 1 and retired[0]["cluster_id"] == gone_id
+    assert retired[0]["batch"] == 4 and retired[0]["idle_batches"] == 5
+    assert gone_id not in model.cluster_ids_.tolist() and model.cluster_centers_.shape[0] == 2
+    assert model.counts_.shape == (2,) and model._drift.next_id == 3
+
+
+@pytest.mark.parametrize("k_min, left", [(2, 2), (1, 1)])
+def test_retirement_stops_at_k_min_and_at_one_cluster(k_min, left):
+    model = MiniBatchKernelKMeans(3, random_state=0, kernel="linear",
+                                  drift={"retire_after": 2, "k_min": k_min})
+    # blobs 18 sd apart: no row of blob 0 ever lands nearer another blob's center
+    _stopping_source(model, 6, stop_at=6, scale=3.0)
+    _stopping_source(model, 8, stop_at=0, seed=1, left=1, scale=3.0)  # only blob 0 sends
+    assert model.cluster_ids_.shape[0] == max(k_min, left)
+    assert model._drift.n_retired == 3 - max(k_min, left)
+
+
+def test_retirement_is_off_by_default():
+    model = MiniBatchKernelKMeans(3, random_state=0, gamma="median", drift=True)
+    events = _stopping_source(model, 20, stop_at=5)
+    assert not [e for e in events if e["event"] == "retired"]
+
+
+def test_pool_and_counters_round_trip_bit_identically_and_replay_the_same_birth(tmp_path):
+    rng = np.random.default_rng(0)
+    batches = [births.blob_batch(rng, mode=b >= births.MODE_AT)[0]
+               for b in range(births.N_BATCHES)]
+    model = MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=ALPHA, gamma="median",
+                                  drift={"retire_after": 30})
+    for x in batches[:births.MODE_AT + 2]:
+        model.step(x)
+    assert model._drift.pool.size > 0
+    model.save(tmp_path / "model.npz")
+    restored = MiniBatchKernelKMeans.load(tmp_path / "model.npz")
+    want, got = model.get_state(), restored.get_state()
+    assert want[1] == got[1] and want[0].keys() == got[0].keys()
+    for name in want[0]:
+        np.testing.assert_array_equal(want[0][name], got[0][name], err_msg=name)
+    assert "drift_pool_rows" in want[0] and "drift_idle" in want[0]
+    a_events, b_events = [], []
+    for x in batches[births.MODE_AT + 2:]:
+        a, b = model.step(x), restored.step(x)
+        np.testing.assert_array_equal(a.cluster_ids, b.cluster_ids)
+        a_events += list(a.events)
+        b_events += list(b.events)
+    assert a_events == b_events and any(e["event"] == "born" for e in a_events)
+
+
+@pytest.mark.parametrize("field, value, shown", [
+    ("birth_rows", 1, "1"), ("birth_rows", 300, "300"), ("quarantine_batches", 0, "0"),
+    ("retire_after", 0, "0"), ("retire_after", 2.5, "2.5"),
+])
+def test_bad_birth_and_retirement_fields_are_refused_naming_the_value(field, value, shown):
+    with pytest.raises(ParameterError, match=rf"drift\.{field}.*{shown}"):
+        DriftPolicy(**{field: value})
+
+
+def test_birth_rows_may_equal_the_reservoir_size():
+    assert DriftPolicy(birth_rows=32, reservoir_size=32, min_reservoir=16).birth_rows == 32
+
+
+# ---------------------------------------------------------------- the parts, one by one
+
+def _linear_kernel():
+    x = np.random.default_rng(0).normal(size=(64, 2))
+    return MiniBatchKernelKMeans(1, kernel="linear", random_state=0).fit(x)._kernel_spec
+
+
+def _test(rows, center, members, chance=0.0, birth_rows=20):
+    kernel = _linear_kernel()
+    d = ((rows - center) ** 2).sum(axis=1)
+    return birth_test(rows, d, np.arange(rows.shape[0]), members, kernel, 0.8, birth_rows,
+                      chance, 0)
+
+
+def test_birth_test_passes_a_tight_far_group():
+    rng = np.random.default_rng(1)
+    members = rng.chisquare(2, size=200)  # a unit blob's squared distances in 2-D
+    result = _test(np.array([10.0, 0.0]) + rng.normal(size=(60, 2)), np.zeros(2), members)
+    assert result.passed and result.rows.shape == (60,)
+    assert result.sse_reduction > 0.9 and result.spread <= result.member_spread
+
+
+def test_birth_test_refuses_a_clusters_own_tail_rows():
+    rng = np.random.default_rng(2)
+    angle = rng.uniform(0, 2 * np.pi, 200)
+    ring = 3.5 * np.c_[np.cos(angle), np.sin(angle)]  # flagged tail of a unit blob at 0
+    result = _test(ring, np.zeros(2), rng.chisquare(2, size=200))
+    assert not result.passed
+    assert np.isnan(result.sse_reduction) or result.sse_reduction < 0.8
+
+
+def test_birth_test_refuses_a_scattered_group():
+    rng = np.random.default_rng(3)
+    scattered = np.array([20.0, 0.0]) + rng.uniform(-8, 8, size=(80, 2))
+    result = _test(scattered, np.zeros(2), rng.chisquare(2, size=200))
+    assert result.sse_reduction >= 0.8 and result.spread > result.member_spread
+    assert not result.passed
+
+
+def test_birth_test_refuses_a_group_chance_explains_and_a_group_too_small():
+    rng = np.random.default_rng(4)
+    group = np.array([10.0, 0.0]) + rng.normal(size=(60, 2))
+    members = rng.chisquare(2, size=200)
+    assert not _test(group, np.zeros(2), members, chance=60.0).passed
+    assert _test(group, np.zeros(2), members, chance=59.0).passed
+    assert not _test(group, np.zeros(2), members, birth_rows=61).passed
+    assert not _test(group, np.zeros(2), members[:0]).passed  # no members to compare with
+
+
+def test_chance_flags_is_the_poisson_upper_quantile():
+    assert chance_flags(0.01, 100) == 4.0  # P(Poisson(1) > 4) < 0.01 <= P(Poisson(1) > 3)
+    assert chance_flags(0.01, 0) == 0.0
+    assert chance_flags(0.01, 100, rate=0.02) == 6.0
+
+
+class _Buffers:
+    def __init__(self, values):
+        self.ordered = np.sort(np.asarray(values, dtype=np.float64), axis=1)
+        self.sizes = np.full(self.ordered.shape[0], self.ordered.shape[1], dtype=np.int64)
+
+
+def test_flags_beyond_chance_join_the_buffer_capped_at_its_farthest_member():
+    buffers = _Buffers([np.arange(1.0, 11.0), np.arange(1.0, 11.0)])
+    labels = np.zeros(100, dtype=np.int64)
+    labels[50:] = 1
+    d = np.ones(100)
+    outliers = np.zeros(100, dtype=bool)
+    d[:8] = 100.0 + np.arange(8)  # cluster 0: 8 flags among 50 rows, chance allows 3
+    outliers[:8] = True
+    d[50] = 50.0  # cluster 1: one flag, within chance
+    outliers[50] = True
+    out = capped_distances(labels, d, outliers, buffers, 0.01)
+    assert chance_flags(0.01, 50) == 3.0
+    assert out[:3].tolist() == [100.0, 101.0, 102.0]  # the nearest three keep theirs
+    assert out[3:8].tolist() == [10.0] * 5
+    assert out[50] == 50.0 and (out[~outliers] == 1.0).all()
+    assert capped_distances(labels, d, np.zeros(100, dtype=bool), buffers, 0.01) is d
+
+
+def test_pool_keeps_recent_rows_up_to_its_capacity_and_round_trips():
+    pool = OutlierPool(2, np.float64, capacity=5, keeps_raw=False)
+    for step in range(1, 5):
+        pool.add(step, np.full((2, 2), float(step)), None)
+        pool.release(step, quarantine_batches=3)
+    # step 1's rows left after 3 steps; the oldest beyond capacity 5 leave first
+    assert pool.steps.tolist() == [2, 3, 3, 4, 4]
+    again = OutlierPool(2, np.float64, capacity=5, keeps_raw=False)
+    again.load_arrays(pool.to_arrays("p_"), "p_")
+    np.testing.assert_array_equal(again.rows, pool.rows)
+    np.testing.assert_array_equal(again.steps, pool.steps)
+    rows, _ = pool.take(np.array([0, 4]))
+    assert rows[:, 0].tolist() == [2.0, 4.0] and pool.size == 3
