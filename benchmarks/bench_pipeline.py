@@ -20,6 +20,13 @@ the service's tuned ones; and the time from ``Service.start()`` to the first pro
 is measured for a new consumer group with and without static membership
 (``group_instance_id``).
 
+``overlap`` part: ingest overlapping the step (``[batching] overlap``) off and on, model
+updating: per row (JSON d=32, JSON d=784, float32 d=32) the engine alone and the service from
+the file with overlap off and on, and (with the Tansu broker) the JSON d=32 records through
+the Kafka source with overlap off and on, all interleaved in one run (the order of the
+variants rotates per repeat). After each repeat, two threads of GEMMs against one: the
+speed-up a second core gives right now, the ceiling of any overlap on a shared machine.
+
 ``kafka-sinks`` part: Kafka source and Kafka sinks, exactly-once outputs (``[kafka]
 transactional_id``, one transaction per checkpoint) off and on, interleaved, with a
 checkpoint every 5 batches and every batch.
@@ -30,7 +37,8 @@ median (min-max) over the repeats, ratios are medians of the per-repeat ratios.
 Usage::
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
-        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|kafka-sinks|all] [--repeats 5]
+        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|kafka-sinks|overlap|all] \
+        [--repeats 5]
 """
 
 from __future__ import annotations
@@ -93,14 +101,15 @@ def engine_only(x: np.ndarray, k: int, dtype: str, mode: str) -> dict[str, float
 def service_config(folder: Path, source: dict[str, Any], fmt: str, dim: int, k: int,
                    dtype: str, mode: str, kafka: dict[str, Any] | None = None,
                    ui: bool = True, sinks: dict[str, Any] | None = None,
-                   every_batches: int = 25) -> Any:
+                   every_batches: int = 25, overlap: bool = True) -> Any:
     mapping: dict[str, Any] = {
         "source": source,
         "decoding": {"format": fmt, "dim": dim, "dtype": dtype},
         "model": model_params(k, mode),
         # the engine's first step is one batch too: the same kernel decision, and the rate
         # after the first batch counts the same records
-        "batching": {"batch_size": BATCH, "first_batch_size": BATCH, "max_wait_ms": 1000},
+        "batching": {"batch_size": BATCH, "first_batch_size": BATCH, "max_wait_ms": 1000,
+                     "overlap": overlap},
         "checkpoint": {"dir": "ck", "every_batches": every_batches, "every_seconds": 60},
         "sinks": sinks or {"assignments": "assignments.jsonl", "events": "events.jsonl",
                            "dead_letter": "dead.jsonl"},
@@ -341,6 +350,100 @@ def kafka_part(tmp: Path, repeats: int, k: int) -> None:
     print()
 
 
+# ---------------------------------------------------------------------- overlap part
+
+
+def two_thread_speedup(rounds: int = 4) -> float:
+    """How much faster two threads run GEMMs (which release the GIL) than one, right now:
+    the most any overlap of two threads can gain on this machine at its current load."""
+    rng = np.random.default_rng(0)
+    a, b = rng.random((1024, 512)), rng.random((1024, 512))
+
+    def gemms(n: int) -> None:
+        for _ in range(n):
+            a @ b.T
+
+    t0 = time.perf_counter()
+    gemms(2 * rounds)
+    one = time.perf_counter() - t0
+    threads = [threading.Thread(target=gemms, args=(rounds,)) for _ in range(2)]
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return one / (time.perf_counter() - t0)
+
+
+def overlap_part(tmp: Path, repeats: int, k: int, with_kafka: bool = True) -> None:
+    """Overlap off vs on, model updating: the file rows against the engine alone, and the
+    Kafka source on JSON d=32 (needs the Tansu broker)."""
+    mode = "updating"
+    print(f"## Ingest overlapping the step: off vs on (k={k}, rbf with gamma auto, tau=200, "
+          f"batch {BATCH}, model updating, {repeats} interleaved repeats, median (min-max))\n")
+    print("| source | format | dtype | d | records | kernel | engine rec/s | overlap off rec/s "
+          "| overlap on rec/s | off / engine | on / engine | on / off | 2-thread GEMM speed-up |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rows: list[tuple[str, str, str, int, int]] = [("file", *row) for row in ENGINE_ROWS]
+    if with_kafka:
+        rows.append(("kafka", "json", "float64", 32, 32 * BATCH))
+    broker = None
+    try:
+        for source_kind, fmt, dtype, dim, n in rows:
+            x = make_data(n, dim, k)
+            data = tmp / f"ov-{fmt}-{dim}"
+            if fmt == "json":
+                values = json_values(x)
+                data.write_bytes(b"\n".join(values) + b"\n")
+            else:
+                data.write_bytes(x.astype("<f4").tobytes())
+            kafka: dict[str, Any] | None = None
+            topic = f"bench-overlap-{dim}"
+            if source_kind == "kafka":
+                sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+                from tests.helpers.kafka_broker import create_topics, start_tansu
+
+                broker = start_tansu(tmp / "tansu-overlap.log")
+                create_topics(broker.bootstrap, {topic: PARTITIONS})
+                produce_batched(broker.bootstrap, topic, values)
+                kafka = {"bootstrap_servers": [broker.bootstrap]}
+            runs: dict[str, list[float]] = {key: [] for key in (
+                "engine", "off", "on", "off/engine", "on/engine", "on/off", "headroom")}
+            e = engine_only(x, k, dtype, mode)  # compiles this mode's numba specialisations
+            for rep in range(repeats):
+                rates: dict[str, float] = {}
+                variants = ["engine", "off", "on"]
+                for name in variants[rep % 3:] + variants[:rep % 3]:
+                    if name == "engine":
+                        e = engine_only(x, k, dtype, mode)
+                        rates[name] = e["rate"]
+                        continue
+                    folder = tmp / f"ov-{source_kind}-{fmt}-{dim}-{rep}-{name}"
+                    folder.mkdir()
+                    source = (file_source(data, fmt, dim) if kafka is None else
+                              {"kind": "kafka", "topics": [topic],
+                               "group_id": f"g-ov-{rep}-{name}",
+                               "auto_offset_reset": "earliest"})
+                    config = service_config(folder, source, fmt, dim, k, dtype, mode, kafka,
+                                            overlap=name == "on")
+                    rates[name] = run_service(config, n)["rate"]
+                for key in ("engine", "off", "on"):
+                    runs[key].append(rates[key])
+                runs["off/engine"].append(rates["off"] / rates["engine"])
+                runs["on/engine"].append(rates["on"] / rates["engine"])
+                runs["on/off"].append(rates["on"] / rates["off"])
+                runs["headroom"].append(two_thread_speedup())
+            print(f"| {source_kind} | {fmt} | {dtype} | {dim} | {n:,} | {e['kernel']} | "
+                  f"{summary(runs['engine'])} | {summary(runs['off'])} | {summary(runs['on'])} "
+                  f"| {summary(runs['off/engine'], '.2f')} | {summary(runs['on/engine'], '.2f')}"
+                  f" | {summary(runs['on/off'], '.2f')} | {summary(runs['headroom'], '.2f')} |",
+                  flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+    print()
+
+
 def kafka_sinks_part(tmp: Path, repeats: int, k: int) -> None:
     """Kafka in, Kafka out: exactly-once outputs (``[kafka] transactional_id``) on vs off,
     one transaction per checkpoint, at two checkpoint cadences."""
@@ -398,8 +501,10 @@ def kafka_sinks_part(tmp: Path, repeats: int, k: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", nargs="?", choices=("engine", "kafka", "kafka-sinks", "ui", "all"),
-                        default="all")
+    parser.add_argument("part", nargs="?", choices=("engine", "kafka", "kafka-sinks", "ui",
+                                                    "overlap", "all"), default="all")
+    parser.add_argument("--no-kafka", action="store_true",
+                        help="overlap part: the file rows only (no broker)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--k", type=int, default=10)
     args = parser.parse_args()
@@ -412,6 +517,8 @@ def main() -> None:
             kafka_part(Path(tmp), args.repeats, args.k)
         if args.part in ("kafka-sinks", "all"):
             kafka_sinks_part(Path(tmp), args.repeats, args.k)
+        if args.part in ("overlap", "all"):
+            overlap_part(Path(tmp), args.repeats, args.k, with_kafka=not args.no_kafka)
 
 
 if __name__ == "__main__":

@@ -401,22 +401,26 @@ class KafkaSource:
         self._listener = listener
         self._client.get()
 
-    def poll(self, timeout_s: float) -> None:
+    def poll(self, timeout_s: float) -> int:
         """Fetch into the partition buffers and run the group protocol (rebalance hooks
-        fire in here); at most about ``timeout_s`` seconds. Transport errors are logged and
-        retried, never raised."""
+        fire in here); at most about ``timeout_s`` seconds (``0``: only what has arrived,
+        the fetches for the next records are sent and answered meanwhile). Transport errors
+        are logged and retried, never raised. Returns the records buffered by this call."""
         consumer = self._client.get()
         if consumer is None:
             time.sleep(min(timeout_s, self._client.seconds_to_next_attempt()))
-            return
+            return 0
         from kafka.errors import KafkaError
 
+        taken = 0
         try:
             fetched = consumer.poll(timeout_ms=int(timeout_s * 1000),
                                     max_records=self._intake())
         except Exception as exc:
             fetched = {}
-            if not self._skip_undecodable(consumer, exc):
+            if self._skip_undecodable(consumer, exc):
+                taken = 1
+            else:
                 if not isinstance(exc, (KafkaError, OSError, ValueError)):
                     raise
                 self._log_poll_error(exc)
@@ -427,8 +431,10 @@ class KafkaSource:
             if part is None or not part.resolved or part.closed or tp in settled:
                 continue  # fetched before the start was settled: fetched again after the seek
             part.accept(messages, self.max_record_bytes)
+            taken += len(messages)
         self._client.probe("consumer-metrics")
         self._update_lag()
+        return taken
 
     def commit(self, positions: dict[str, dict[str, Any]]) -> None:
         """Commit the offsets of ``positions`` for the partitions assigned right now

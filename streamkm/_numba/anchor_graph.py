@@ -72,7 +72,7 @@ def nearest_anchors(x: np.ndarray, anchors_t: np.ndarray,
     return indices, nearest
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _keep_nearest(values, indices, i, seen, v, j):  # pragma: no cover - compiled
     """Row i's r smallest ``values`` so far (sorted, their ``indices`` beside them), after
     ``seen`` candidates: candidate j at v is kept when smaller than the r-th, and an equal
@@ -89,7 +89,7 @@ def _keep_nearest(values, indices, i, seen, v, j):  # pragma: no cover - compile
     indices[i, p] = j
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _refine(x, lo, approx, slack, anchors_t, r, indices, nearest):  # pragma: no cover - compiled
     """Rows lo.. of x: the exact nearest ``r`` among the anchors whose GEMM distance
     ``approx`` is within ``slack`` of the row's r-th smallest, scanned in index order."""
@@ -114,7 +114,7 @@ def _refine(x, lo, approx, slack, anchors_t, r, indices, nearest):  # pragma: no
             seen += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def nearest_anchors_by_differences(x, anchors_t, r):  # pragma: no cover - compiled
     """:func:`nearest_anchors` with every distance computed by differences.
 

@@ -158,7 +158,7 @@ def nearest_center(diag, inner, center_sq_norms, labels, min_sq_dist):  # pragma
                                np.empty(n, dtype=np.int64), np.empty(n, dtype=min_sq_dist.dtype))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def truncation_starts(group_lo, center_groups, seg_lo, seg_hi, n_new, tau):  # pragma: no cover
     """First old support row each center keeps so that kept old rows + n_new[j] <= tau.
 

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _segment_cost(s1, s2, j, i):  # pragma: no cover - compiled
     """Sum of squared deviations of values j..i (inclusive) from prefix sums."""
     count = i - j + 1
@@ -21,7 +21,7 @@ def _segment_cost(s1, s2, j, i):  # pragma: no cover - compiled
     return cost if cost > 0.0 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def kmeans_1d_dp(sorted_values, k):  # pragma: no cover - compiled
     """Optimal k-segmentation of sorted values.
 

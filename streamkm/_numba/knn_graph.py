@@ -18,7 +18,7 @@ from numba import njit
 __all__ = ["join_rows", "knn_block"]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _row_sq_distances(x, i, landmarks_t, out):  # pragma: no cover - compiled
     """out[j] = ||x[i] - landmarks[j]||^2 (landmarks_t is landmarks transposed)."""
     m = landmarks_t.shape[1]
@@ -32,7 +32,7 @@ def _row_sq_distances(x, i, landmarks_t, out):  # pragma: no cover - compiled
             out[j] += t * t
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _kth_smallest(values, kth, best):  # pragma: no cover - compiled
     """The (kth+1)-th smallest of values: keeps the kth+1 smallest seen so far sorted in
     ``best`` (insertion), one pass and no allocation."""
@@ -57,7 +57,7 @@ def _kth_smallest(values, kth, best):  # pragma: no cover - compiled
     return threshold
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _stored_radius(r, single):  # pragma: no cover - compiled
     """r rounded up to float32 when the rows are float32 (``single``), as float64."""
     if not single:
@@ -68,7 +68,7 @@ def _stored_radius(r, single):  # pragma: no cover - compiled
     return np.float64(s)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _grown(indices, used, needed):  # pragma: no cover - compiled
     """A larger copy of indices[:used] with room for at least ``needed`` entries."""
     grown = np.empty(max(needed, 2 * indices.shape[0]), dtype=np.int64)
@@ -76,7 +76,7 @@ def _grown(indices, used, needed):  # pragma: no cover - compiled
     return grown
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _write_joined(dist, r, landmark_r2, indices, start):  # pragma: no cover - compiled
     p = start
     for j in range(dist.shape[0]):
@@ -85,7 +85,7 @@ def _write_joined(dist, r, landmark_r2, indices, start):  # pragma: no cover - c
             p += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def join_rows(x, landmarks_t, landmark_r2, kth, single, x_r2):  # pragma: no cover - compiled
     """CSR (indptr, indices) of the landmarks joined to each row of x: those j with
     ||x[i] - l_j||^2 <= max(r2(x[i]), landmark_r2[j]), where x_r2[i] = r2(x[i]) is written:
@@ -115,7 +115,7 @@ def join_rows(x, landmarks_t, landmark_r2, kth, single, x_r2):  # pragma: no cov
     return indptr, indices[:p].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def knn_block(x, y, out):  # pragma: no cover - compiled
     """K[i, j] = inv_deg(x_i) inv_deg(y_j) when x_i and y_j are joined, else 0.
 

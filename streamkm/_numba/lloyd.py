@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def assign_from_inner(inner, x_sq, c_sq, labels, min_sq_dist):  # pragma: no cover - compiled
     """Nearest center of each row from inner products.
 
@@ -36,7 +36,7 @@ def assign_from_inner(inner, x_sq, c_sq, labels, min_sq_dist):  # pragma: no cov
         min_sq_dist[i] = d_i if d_i > 0.0 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cluster_sums(x, labels, sums, counts):  # pragma: no cover - compiled
     """Per-cluster row sums and row counts: ``sums[j]`` = the sum of the rows i of ``x``
     with ``labels[i] == j`` (accumulated in float64), ``counts[j]`` their number.
@@ -54,7 +54,7 @@ def cluster_sums(x, labels, sums, counts):  # pragma: no cover - compiled
             sums[j, f] += x[i, f]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sq_dist_to_assigned(x, centers, labels, out):  # pragma: no cover - compiled
     """``out[i] = ||x_i - centers[labels[i]]||^2`` computed directly (float64)."""
     n, d = x.shape

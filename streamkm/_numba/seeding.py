@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def update_min_sq_dist(x, center, min_sq_dist):  # pragma: no cover - compiled
     """``min_sq_dist[i] = min(min_sq_dist[i], ||x_i - center||^2)`` in float64, in place."""
     n, d = x.shape

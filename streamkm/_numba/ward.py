@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def half_sq_distances(x, out):  # pragma: no cover - compiled
     """``out[i, j] = ||x_i - x_j||^2 / 2``: the Ward cost of merging two singletons."""
     n, d = x.shape
@@ -32,7 +32,7 @@ def half_sq_distances(x, out):  # pragma: no cover - compiled
             out[i, j] = out[j, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def ward_nn_chain(cost):  # pragma: no cover - compiled
     """Run the nearest-neighbour chain on the (n, n) merge-cost matrix ``cost`` (destroyed).
 

@@ -13,7 +13,7 @@ change to a setting that defines the model would silently not apply. Those setti
 - ``[drift]`` (the drift policy is part of the restored model).
 
 Everything else is **harmless** and applies on restart: how records are found and parsed
-(``[source]``, the other ``[decoding]`` keys), ``batching.max_wait_ms``, ``batching.first_batch_size``, ``batching.first_batch_wait_ms``, ``[checkpoint]``,
+(``[source]``, the other ``[decoding]`` keys), ``batching.max_wait_ms``, ``batching.first_batch_size``, ``batching.first_batch_wait_ms``, ``batching.overlap``, ``[checkpoint]``,
 ``[sinks]``, ``[metrics]``, ``[logging]``, ``[scaleout]``, the connectors' own sections (``[kafka]``).
 
 Checkpoints store the effective configuration (:func:`~streamkm.config.view.

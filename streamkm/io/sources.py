@@ -157,8 +157,9 @@ class ReportsReadiness(Protocol):
 class AssignmentListener(Protocol):
     """What a :class:`DynamicSource` tells the service about its changing partitions.
 
-    Both hooks are called only from inside :meth:`DynamicSource.poll` (or not at all), so
-    they never run concurrently with a batch being processed.
+    Both hooks are called only from inside :meth:`DynamicSource.poll` (or not at all). The
+    service finishes a batch still being stepped (its outputs written) before it hands a
+    change on, so they never run concurrently with a batch being processed.
     """
 
     def on_assigned(self, part_keys: list[str]) -> None:
@@ -192,9 +193,12 @@ class DynamicSource(Source, Protocol):
         """Begin (joining the group happens during later :meth:`poll` calls)."""
         ...
 
-    def poll(self, timeout_s: float) -> None:
+    def poll(self, timeout_s: float) -> int | None:
         """Fetch input into the partitions and run the assignment protocol; block at most
-        ``timeout_s`` seconds. Never raises for transport problems (they are retried)."""
+        ``timeout_s`` seconds. Never raises for transport problems (they are retried).
+        Returns how many records were fetched into the partitions (``None``: not known);
+        while a batch steps the service polls with ``timeout_s = 0`` and waits for the step
+        instead when nothing came."""
         ...
 
     def commit(self, positions: dict[str, dict[str, Any]]) -> None:

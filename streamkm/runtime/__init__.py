@@ -3,7 +3,8 @@
 * :class:`Runtime` (:mod:`.shell`): source, decoder, batcher, sinks, status, HTTP
   listener, lag, dead letters, hooks, checkpoint cadence.
 * :class:`Learner` (:mod:`.learner`): the strategy it runs, :class:`LocalLearner`
-  (:mod:`.local`) or ``streamkm.scaleout.worker.ScaleoutWorker``.
+  (:mod:`.local`) or ``streamkm.scaleout.worker.ScaleoutWorker``; :mod:`.stepping`: the
+  ``streamkm-step`` thread that steps a batch while the next one is read.
 * :class:`RuntimeHook`: observers of a runtime, which see it as a :class:`RuntimeHost`
   (learners: a :class:`LearnerHost`); :class:`HttpRouter` (:mod:`.http`): the
   listener's routes; :class:`HealthChecks` (:mod:`.health`): ``/healthz``, ``/readyz`` and

@@ -141,7 +141,8 @@ class LearnerHost(RuntimeHost, Protocol):
 
 
 class Learner(Protocol):
-    """The strategy a :class:`~streamkm.runtime.Runtime` runs (called from its thread only).
+    """The strategy a :class:`~streamkm.runtime.Runtime` runs (called from its thread only,
+    except :meth:`learn` of a learner that ``overlaps_ingest``).
 
     ``model`` is the model the learner assigns with now (``None`` before it has one).
     """
@@ -149,6 +150,12 @@ class Learner(Protocol):
     model: Any
     #: Whether a first start (or a model reset) must write a checkpoint before any batch.
     checkpoints_at_start: bool
+    #: Whether :meth:`learn` may run on the step thread while the runtime's thread collects
+    #: the next batch (``[batching] overlap``): then nothing else the runtime calls in the
+    #: meantime (``tick``, the batcher's reads) touches the model, and once
+    #: :meth:`initialising` is ``False``, :meth:`learn` leaves it and :meth:`min_valid` as
+    #: they are. A learner without the attribute is stepped on the runtime's thread.
+    overlaps_ingest: bool
 
     def attach(self, runtime: LearnerHost) -> None:
         """Called once by the runtime's constructor (register metrics, keep the runtime)."""
@@ -183,7 +190,8 @@ class Learner(Protocol):
         ...
 
     def learn(self, batch: Batch) -> Learned:
-        """Learn from / assign the batch's accepted rows."""
+        """Learn from / assign the batch's accepted rows (on the step thread when
+        ``overlaps_ingest``)."""
         ...
 
     def processed(self, batch: Batch) -> None:

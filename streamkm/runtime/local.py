@@ -8,7 +8,7 @@ affects the model once whatever crashes happen between checkpoints.
 
 A :class:`~streamkm.io.sources.DynamicSource` (a Kafka consumer group) changes its partitions
 at run time. Its assignment hooks run only while the runtime polls it, never during a
-batch: on revocation the batch being collected is dropped, the partitions that stay are
+batch (a batch still stepping on the step thread is finished and written first): on revocation the batch being collected is dropped, the partitions that stay are
 rebuilt from their last processed snapshots, a checkpoint is written (revoked partitions
 marked released) and committed before the partitions are given up.
 """
@@ -47,6 +47,8 @@ class LocalLearner:
     """
 
     checkpoints_at_start = True
+    #: The step runs on its own thread while the next batch is read (``[batching] overlap``).
+    overlaps_ingest = True
 
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config

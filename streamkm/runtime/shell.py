@@ -10,6 +10,18 @@ Lifecycle: :meth:`Runtime.start`, then :meth:`Runtime.run` until :meth:`Runtime.
 (a signal handler or another thread); ``run`` finishes the current batch, writes a final
 checkpoint and closes everything.
 
+With ``[batching] overlap = true`` and a learner that allows it
+(``overlaps_ingest``), the learner steps batch N on the ``streamkm-step`` thread
+(:mod:`streamkm.runtime.stepping`) while the loop reads, frames and decodes batch N+1; a
+Kafka source fetches meanwhile without blocking. The loop writes batch N's outputs as soon
+as its step finished (while it waits for input, or once N+1 is collected), before it submits
+N+1, so outputs, positions and checkpoints follow each other exactly as in the serial loop:
+a checkpoint is only written with no step in flight and holds the model after the last
+written batch. The model's first batch is stepped on the loop's thread (the next batch's
+size depends on it). A partition change finishes the step in flight first
+(:class:`~streamkm.runtime.stepping.SettlingListener`); an error of the step is raised on
+the loop's thread as if the loop had stepped.
+
 A batch's outputs and the periodic checkpoints are written through an
 :class:`~streamkm.runtime.io_guard.IoGuard`: when the file system refuses a write, ingestion
 pauses and the batch's output is retried whole (after taking back what the failed attempt
@@ -50,6 +62,7 @@ from streamkm.runtime.io_guard import IoGuard, IoHealth
 from streamkm.runtime.learner import CheckpointContent, Learned, Learner, RuntimeHook
 from streamkm.runtime.metrics import ServiceMetrics
 from streamkm.runtime.status import ServiceStatus
+from streamkm.runtime.stepping import SettlingListener, Stepper
 from streamkm.runtime.wiring import (
     build_decoder,
     build_sinks,
@@ -134,6 +147,9 @@ class Runtime:
         #: Pauses and retries writes the file system refuses (see :attr:`io_health`).
         self.io_guard = IoGuard(self.metrics, self.wait_stop)
         self._batch_given_up = False  # stop requested while its outputs were refused
+        #: Steps batches on their own thread while the next is read (``[batching] overlap``).
+        self._stepper: Stepper[Batch, Learned] | None = None
+        self._rebalance_error: BaseException | None = None
         self.health.register("outputs", self._check_outputs)
         learner.attach(self)
 
@@ -231,8 +247,10 @@ class Runtime:
                     f"[checkpoint] dir writable and start again")
         if not self.learner.connect():
             return  # stop requested before the learner could connect
+        if cfg.batching.overlap and getattr(self.learner, "overlaps_ingest", False):
+            self._stepper = Stepper(self.learner.learn)
         if self.dynamic is not None:
-            self.dynamic.start(self.learner)
+            self.dynamic.start(SettlingListener(self.learner, self._settle_for_rebalance))
         log_event(_log, "info", "service_started", partitions=sorted(self.parts),
                   step=self.status.step, restored=checkpoint is not None,
                   checkpoint=str(checkpoint.path) if checkpoint else None)
@@ -277,23 +295,34 @@ class Runtime:
         if not self._started:
             self.start()
         assert self.batcher is not None and self.sinks is not None
+        first, min_valid = True, 1
         try:
             while not self._stop.is_set():
                 self.health.beat()
                 self.learner.tick()
-                first = self.learner.initialising()
+                if not self.stepping:  # else as for the batch stepping: the model is started
+                    first, min_valid = self.learner.initialising(), self.learner.min_valid()
                 batching = self.config.batching
                 batch = self.batcher.collect(
-                    min_valid=self.learner.min_valid(), wait=self._wait,
+                    min_valid=min_valid, wait=self._wait,
                     max_wait_s=batching.first_batch_wait_s if first else None,
                     size=self.config.first_batch if first else None)
                 self._update_lag()
-                if batch is not None and batch.n_read and self.learner.accepts(batch):
-                    self.process(batch)
+                self.settle()  # the batch stepped meanwhile: its outputs come first
+                overlapped = None
+                if (batch is not None and batch.n_read and not self._batch_given_up
+                        and self.learner.accepts(batch)):
+                    if self._stepper is not None and not first:
+                        overlapped = batch  # stepped while the next one is collected
+                    else:
+                        self.process(batch)
                 self._maybe_checkpoint()
                 self.sinks.check_transaction(self.source)  # fenced while idle: raises
+                if overlapped is not None and self._stepper is not None:
+                    self._stepper.submit(overlapped)
                 if self.dynamic is not None:
-                    self.dynamic.poll(0.0)  # stay in the group; rebalance between batches
+                    self._poll(0.0)  # stay in the group; rebalance between batches
+            self.settle()
         except BaseException:
             # The model may be ahead of the committed positions: no final checkpoint.
             self.close(final_checkpoint=False)
@@ -307,19 +336,24 @@ class Runtime:
         if not self._started:
             return
         self._started = False
-        if self._batch_given_up:
-            # The model learned a batch whose outputs were never written: checkpointing it
-            # would lose them. The next start resumes from the last checkpoint instead.
-            final_checkpoint = False
-            log_event(_log, "warning", "stopped_while_stalled", step=self.status.step,
-                      target=self.io_health.target, error=self.io_health.error)
         try:
+            if final_checkpoint and not self._batch_given_up:
+                self.settle()  # a batch still stepping is written before the checkpoint
+            if self._batch_given_up:
+                # The model learned a batch whose outputs were never written: checkpointing
+                # it would lose them. The next start resumes from the last checkpoint instead.
+                final_checkpoint = False
+                log_event(_log, "warning", "stopped_while_stalled", step=self.status.step,
+                          target=self.io_health.target, error=self.io_health.error)
             if final_checkpoint and self.learner.finish():
                 for hook in self.hooks:
                     hook.on_finishing(self)
                 if self._dirty:
                     self.checkpoint(reason="shutdown")
         finally:
+            if self._stepper is not None:  # a step not written is dropped with its batch
+                self._stepper.close()
+                self._stepper = None
             self.close_parts()
             self.learner.release()
             for closing in (self.dynamic, self.sinks, self.http_server):
@@ -336,9 +370,34 @@ class Runtime:
     def _wait(self, seconds: float) -> bool:
         self.health.beat()
         self.learner.tick()
+        if self.stepping:
+            return self._wait_stepping(seconds)
         if self.dynamic is None:
             return self._stop.wait(seconds)
-        self.dynamic.poll(seconds)
+        self._poll(seconds)
+        return self._stop.is_set()
+
+    def _poll(self, seconds: float) -> int | None:
+        """Poll the dynamic source; an error that finishing a step in one of its rebalance
+        callbacks met is raised here, on the loop's thread (the client would only log it)."""
+        assert self.dynamic is not None
+        fetched = self.dynamic.poll(seconds)
+        error, self._rebalance_error = self._rebalance_error, None
+        if error is not None:
+            raise error
+        return fetched
+
+    def _wait_stepping(self, seconds: float) -> bool:
+        """Wait for input while a batch steps: a dynamic source polls without blocking (the
+        fetch of the next records overlaps the step); when nothing came, wait up to
+        ``seconds`` for the step. A finished step's outputs are written right away."""
+        stepper = self._stepper
+        assert stepper is not None
+        fetched = self._poll(0.0) if self.dynamic is not None else None
+        if not fetched:
+            stepper.wait(seconds)
+        if stepper.done:
+            self.settle()
         return self._stop.is_set()
 
     def close_parts(self) -> None:
@@ -384,14 +443,44 @@ class Runtime:
 
     # ------------------------------------------------------------------ batches
 
+    @property
+    def stepping(self) -> bool:
+        """A batch was handed to the step thread and its outputs are not written yet."""
+        return self._stepper is not None and self._stepper.busy
+
+    def settle(self) -> None:
+        """Finish the batch on the step thread, if any: wait for its step, then write its
+        outputs as :meth:`process` does. The step's exception is raised here."""
+        if not self.stepping:
+            return
+        assert self._stepper is not None
+        stepped = self._stepper.take()
+        self._write_learned(stepped.batch, stepped.result, stepped.seconds)
+
+    def _settle_for_rebalance(self) -> bool:
+        """Before a partition change: finish the batch in flight. ``False`` if its step or
+        its outputs failed: the error is raised by :meth:`_poll` on the loop's thread once
+        the source's poll returns (a Kafka client only logs what its callbacks raise)."""
+        try:
+            self.settle()
+        except BaseException as exc:
+            self._rebalance_error = exc
+            return False
+        return True
+
     def process(self, batch: Batch) -> None:
         """Hand ``batch`` to the learner and write its assignments, events and dead letters
         (paused and retried while the file system refuses them)."""
-        assert self.sinks is not None
         t0 = time.perf_counter()
         learned = self.learner.learn(batch)
+        self._write_learned(batch, learned, time.perf_counter() - t0)
+
+    def _write_learned(self, batch: Batch, learned: Learned, step_seconds: float) -> None:
+        """The rest of :meth:`process` once the learner stepped ``batch`` (in
+        ``step_seconds``): write, count, hand the positions over, tell the hooks."""
+        assert self.sinks is not None
         t_sinks = time.perf_counter()
-        self.status.model_seconds += t_sinks - t0
+        self.status.model_seconds += step_seconds
         events = [dict(event) for event in learned.events]
         self.sinks.begin_batch(batch.records, batch.rejections)
         rejected = self._write_batch_outputs(batch, learned, events)
@@ -406,7 +495,8 @@ class Runtime:
         self._batches_since_checkpoint += 1
         self._dirty = True
         self.learner.refresh_status()
-        self.metrics.batch_processing_seconds.observe(time.perf_counter() - t0)
+        self.metrics.batch_processing_seconds.observe(
+            step_seconds + time.perf_counter() - t_sinks)
         if rejected:
             log_event(_log, "debug", "records_rejected", count=sum(rejected.values()),
                       reasons=rejected)

@@ -73,6 +73,8 @@ class ScaleoutWorker:
 
     #: A worker checkpoints once it reached the broker and processed something.
     checkpoints_at_start = False
+    #: Stepped on the runtime's thread: ``tick`` adopts new global versions of the model.
+    overlaps_ingest = False
 
     def __init__(self, config: ServiceConfig, transport: ScaleoutTransport | None = None
                  ) -> None:
