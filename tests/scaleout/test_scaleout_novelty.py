@@ -89,3 +89,11 @@ def test_a_member_scores_with_the_adopted_versions_buffers() -> None:
     np.testing.assert_array_equal(fields["sq_distances"], ordered[:, 0])
     np.testing.assert_array_equal(fields["margins"], ordered[:, 1] - ordered[:, 0])
     assert (fields["second_cluster_ids"] != member_model.cluster_ids_[fields["labels"]]).all()
+
+
+def test_with_one_cluster_there_is_no_second_cluster_and_the_margin_is_infinite() -> None:
+    model = MiniBatchKernelKMeans(1, n_init=1, random_state=0).partial_fit(_rows(100, 1))
+    fields = model.novelty_fields(model.transform(_rows(5, 2)))
+    np.testing.assert_array_equal(fields["second_labels"], np.full(5, -1))
+    np.testing.assert_array_equal(fields["second_cluster_ids"], np.full(5, -1))
+    assert np.isinf(fields["margins"]).all() and not fields["outliers"].any()
