@@ -18,6 +18,7 @@ import numpy as np
 
 from streamkm.exceptions import OutputRecordError
 from streamkm.io.decoding import safe_text
+from streamkm.sinks import AssignmentNovelty
 
 __all__ = ["Assignment", "assignments", "encode", "encode_lines"]
 
@@ -25,13 +26,18 @@ __all__ = ["Assignment", "assignments", "encode", "encode_lines"]
 class Assignment(msgspec.Struct):
     """One output line/message: ``{"id", "cluster", "distance", "sq_distance", "step"}``
     (``distance`` is the kernel distance to the cluster's center, ``sq_distance`` its
-    square)."""
+    square), then ``"novelty", "outlier", "second_cluster", "margin"`` when the model scored
+    the batch (``docs/service.md``, assignment outputs)."""
 
     id: Any
     cluster: int
     distance: float
     sq_distance: float
     step: int
+    novelty: float | msgspec.UnsetType = msgspec.UNSET
+    outlier: bool | msgspec.UnsetType = msgspec.UNSET
+    second_cluster: int | msgspec.UnsetType = msgspec.UNSET
+    margin: float | msgspec.UnsetType = msgspec.UNSET
 
 
 def _default(value: Any) -> Any:
@@ -91,11 +97,16 @@ def encode_lines(values: list[Any]) -> bytes:
         raise _unencodable(exc) from exc
 
 
-def assignments(ids: list[Any], clusters: Any, sq_distances: Any, step: int
-                ) -> list[Assignment]:
-    """The assignments of one batch, in order."""
+def assignments(ids: list[Any], clusters: Any, sq_distances: Any, step: int,
+                novelty: AssignmentNovelty | None = None) -> list[Assignment]:
+    """The assignments of one batch, in order (with the novelty fields when given)."""
     step = int(step)
     sq = np.asarray(sq_distances, dtype=np.float64)
     distance = np.sqrt(np.maximum(sq, 0.0)).tolist()
-    return [Assignment(i, c, d, s, step) for i, c, d, s in
-            zip(ids, np.asarray(clusters).tolist(), distance, sq.tolist())]
+    base = zip(ids, np.asarray(clusters).tolist(), distance, sq.tolist())
+    if novelty is None:
+        return [Assignment(i, c, d, s, step) for i, c, d, s in base]
+    extra = zip(novelty.novelty.tolist(), novelty.outliers.tolist(),
+                novelty.second_cluster_ids.tolist(), novelty.margins.tolist())
+    return [Assignment(i, c, d, s, step, p, o, c2, m)
+            for (i, c, d, s), (p, o, c2, m) in zip(base, extra)]

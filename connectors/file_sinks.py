@@ -24,6 +24,7 @@ from typing import Any
 
 from streamkm._core.state_io import fsync_dir, write_bytes_atomic
 from streamkm.logs import log_event
+from streamkm.sinks import AssignmentNovelty
 
 from ._json_out import assignments, encode, encode_lines
 
@@ -214,12 +215,13 @@ def _copy_prefix(src: int, dst: int, length: int, chunk: int = 1 << 20) -> None:
 class AssignmentFileSink(JsonLinesFileSink):
     """Lines ``{"id", "cluster", "distance", "sq_distance", "step"}``, one per accepted
     record (``distance`` is the kernel distance to the cluster's center, ``sq_distance`` its
-    square), as in the Kafka assignments."""
+    square), then ``"novelty", "outlier", "second_cluster", "margin"`` when the model scored
+    the batch, as in the Kafka assignments."""
 
     def write_assignments(self, ids: list[Any], clusters: Any, sq_distances: Any,
-                          step: int) -> None:
-        """Append the assignments of one batch."""
-        self._write(encode_lines(assignments(ids, clusters, sq_distances, step)))
+                          step: int, novelty: AssignmentNovelty | None = None) -> None:
+        """Append the assignments of one batch (with the novelty fields when given)."""
+        self._write(encode_lines(assignments(ids, clusters, sq_distances, step, novelty)))
 
 
 class EventFileSink(JsonLinesFileSink):

@@ -46,6 +46,7 @@ from typing import Any
 from streamkm.exceptions import OutputTransactionError, SinkError
 from streamkm.io.decoding import safe_text
 from streamkm.logs import log_event
+from streamkm.sinks import AssignmentNovelty
 
 from ._json_out import assignments, encode
 from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
@@ -609,15 +610,19 @@ class AssignmentKafkaSink(KafkaTopicSink):
     """One message per accepted record, keyed by its id, with the input message's headers."""
 
     def write_assignments(self, ids: list[Any], clusters: Any, sq_distances: Any,
-                          step: int) -> None:
+                          step: int, novelty: AssignmentNovelty | None = None) -> None:
         """Queue the assignments of one batch (no input headers)."""
-        self.write_record_assignments([None] * len(ids), ids, clusters, sq_distances, step)
+        self.write_record_assignments([None] * len(ids), ids, clusters, sq_distances, step,
+                                      novelty)
 
     def write_record_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
-                                 sq_distances: Any, step: int) -> None:
+                                 sq_distances: Any, step: int,
+                                 novelty: AssignmentNovelty | None = None) -> None:
         """Queue the assignments of one batch, each keyed by its record id and carrying its
-        input message's headers (and key, as header ``input_key``)."""
-        for record, assignment in zip(records, assignments(ids, clusters, sq_distances, step)):
+        input message's headers (and key, as header ``input_key``); with the novelty fields
+        when given."""
+        rows = assignments(ids, clusters, sq_distances, step, novelty)
+        for record, assignment in zip(records, rows):
             headers = list(getattr(record, "headers", ()))
             input_key = getattr(record, "raw_key", None)
             if input_key is None and record is not None and record.key is not None:

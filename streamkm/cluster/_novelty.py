@@ -259,6 +259,31 @@ class NoveltyMixin:
         holds fewer than 20. Learns nothing (docs/novelty.md)."""
         return self._nearest_with_novelty(X)[1]
 
+    def novelty_fields(self, distances: np.ndarray) -> dict[str, np.ndarray]:
+        """The assignment and novelty fields of rows given their squared distances to every
+        center (``transform(X)``), against the current buffers; learns nothing.
+
+        Returns ``labels``, ``sq_distances`` (to the nearest center), ``novelty``,
+        ``outliers`` (at ``outlier_alpha``), ``second_labels``, ``second_cluster_ids`` and
+        ``margins``, with the meaning of the :class:`~streamkm.model.StepReport` fields.
+        """
+        distances = np.asarray(distances)
+        n, k = distances.shape
+        rows = np.arange(n)
+        labels = np.argmin(distances, axis=1).astype(np.int64)
+        nearest = distances[rows, labels]
+        if k > 1:
+            rest = distances.copy()
+            rest[rows, labels] = np.inf
+            second = np.argmin(rest, axis=1).astype(np.int64)
+            second_sq = rest[rows, second]
+        else:
+            second, second_sq = np.full(n, -1, dtype=np.int64), np.full(n, np.inf)
+        novelty = self._novelty_buffers().pvalues(labels, nearest)
+        return {"labels": labels, "sq_distances": nearest, "novelty": novelty,
+                "outliers": flag_outliers(novelty, self.outlier_alpha),
+                **confidence_fields(second, second_sq, nearest, self._position_ids())}
+
     def predict(self, X: Any) -> np.ndarray:
         """Index of the nearest center of each row (int64); -1 for rows whose novelty is at
         most ``outlier_alpha`` when ``label_outliers`` is set."""

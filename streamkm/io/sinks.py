@@ -42,12 +42,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from streamkm.exceptions import StorageError, StreamkmError
+from streamkm.io.assignment_novelty import AssignmentNovelty, accepts_novelty
 from streamkm.io.rejection import RejectReason, Rejection, safe_text
 from streamkm.io.sources import RawRecord
 from streamkm.logs import log_event
 
 __all__ = ["Sink", "AssignmentSink", "RecordAssignmentSink", "EventSink", "DeadLetterSink",
-           "ModelSink", "OutputTransaction", "SinkSet", "RECORD_ERRORS"]
+           "ModelSink", "OutputTransaction", "SinkSet", "RECORD_ERRORS", "AssignmentNovelty"]
 
 _log = logging.getLogger("streamkm.sinks")
 
@@ -105,6 +106,9 @@ class AssignmentSink(Sink, Protocol):
         """Write ``(id, cluster, squared distance, model step)`` for every row of a batch.
 
         ``clusters`` (int) and ``sq_distances`` (float) are 1-D arrays aligned with ``ids``.
+        A sink that also writes the novelty fields declares a keyword parameter
+        ``novelty: AssignmentNovelty | None = None``; :class:`SinkSet` passes it whenever
+        the model scored the batch.
         """
         ...
 
@@ -245,8 +249,10 @@ class SinkSet:
                     rollback(marks[name])
 
     def write_assignments(self, records: list[Any], ids: list[Any], clusters: Any,
-                          sq_distances: Any, step: int) -> list[Rejection]:
-        """One assignment per accepted record (with its raw record for sinks that want it).
+                          sq_distances: Any, step: int,
+                          novelty: AssignmentNovelty | None = None) -> list[Rejection]:
+        """One assignment per accepted record (with its raw record for sinks that want it,
+        and the rows' novelty fields for sinks that take them).
 
         Returns the records whose assignment failed with a record-level error, as
         ``output_error`` rejections for the dead-letter sink (the others are written).
@@ -261,11 +267,12 @@ class SinkSet:
             keep = [i for i, record in enumerate(records) if not record.replayed]
             records, ids = [records[i] for i in keep], [ids[i] for i in keep]
             clusters, sq_distances = clusters[keep], sq_distances[keep]
+            novelty = None if novelty is None else novelty.take(keep)
         if sink is None or not len(ids):
             return []
         mark = sink.position()
         try:
-            self._assign(sink, records, ids, clusters, sq_distances, step)
+            self._assign(sink, records, ids, clusters, sq_distances, step, novelty)
             return []
         except RECORD_ERRORS:
             pass
@@ -277,7 +284,7 @@ class SinkSet:
             mark = sink.position()
             try:
                 self._assign(sink, records[row], ids[row], clusters[row], sq_distances[row],
-                             step)
+                             step, None if novelty is None else novelty.take(row))
             except RECORD_ERRORS as exc:
                 self.rollback({"assignments": mark})
                 record = (records[i] if i < len(records) else
@@ -289,12 +296,17 @@ class SinkSet:
 
     @staticmethod
     def _assign(sink: AssignmentSink, records: list[Any], ids: list[Any], clusters: Any,
-                sq_distances: Any, step: int) -> None:
+                sq_distances: Any, step: int, novelty: AssignmentNovelty | None) -> None:
         with _device_errors("assignments"):
             if isinstance(sink, RecordAssignmentSink):
-                sink.write_record_assignments(records, ids, clusters, sq_distances, step)
+                write: Any = sink.write_record_assignments
+                args: tuple[Any, ...] = (records, ids, clusters, sq_distances, step)
             else:
-                sink.write_assignments(ids, clusters, sq_distances, step)
+                write, args = sink.write_assignments, (ids, clusters, sq_distances, step)
+            if novelty is not None and accepts_novelty(write):
+                write(*args, novelty=novelty)
+            else:
+                write(*args)
 
     def write_event(self, event: dict[str, Any]) -> None:
         """One lifecycle event (dropped when the events sink is disabled, or, logged, when

@@ -27,7 +27,7 @@ from streamkm.io.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from streamkm.config.schema import ServiceConfig
-    from streamkm.io.sinks import SinkSet
+    from streamkm.io.sinks import AssignmentNovelty, SinkSet
     from streamkm.io.sources import DynamicSource, Source, SourcePartition
     from streamkm.runtime.http import HttpRouter, HttpServer
     from streamkm.runtime.io_guard import IoHealth
@@ -44,7 +44,8 @@ class Learned:
 
     ``cluster_ids`` / ``sq_distances`` / ``step`` are the assignments to write (``None``
     when they are written later, e.g. before a scale-out worker has a model, or the batch had
-    no valid row; ``step`` is the model step or version they were made with); ``objective``
+    no valid row; ``step`` is the model step or version they were made with); ``novelty``
+    the rows' novelty fields written with them (``None``: not scored); ``objective``
     the batch objective; ``events`` the lifecycle events (``converged``, ``split``, ...) to
     count, write and log; ``side_events`` other entries for the events sink (re-sketches).
     """
@@ -52,6 +53,7 @@ class Learned:
     cluster_ids: np.ndarray | None = None
     sq_distances: np.ndarray | None = None
     step: int | None = None
+    novelty: AssignmentNovelty | None = None
     objective: float | None = None
     events: tuple[dict[str, Any], ...] = ()
     side_events: list[dict[str, Any]] = field(default_factory=list)

@@ -22,6 +22,7 @@ from streamkm.config.schema import ServiceConfig
 from streamkm.config.view import flatten_config
 from streamkm.io.batcher import Batch
 from streamkm.io.checkpoint import Checkpoint
+from streamkm.io.sinks import AssignmentNovelty
 from streamkm.io.sources import RELEASED
 from streamkm.logs import log_event
 from streamkm.model import StreamModel
@@ -136,7 +137,8 @@ class LocalLearner:
         # stable cluster ids (equal to the positions without drift handling)
         clusters = report.labels if report.cluster_ids is None else report.cluster_ids
         return Learned(cluster_ids=clusters, sq_distances=report.sq_distances,
-                       step=report.step, objective=float(report.objective),
+                       step=report.step, novelty=AssignmentNovelty.from_report(report),
+                       objective=float(report.objective),
                        events=report.events, side_events=resketches)
 
     def processed(self, batch: Batch) -> None:

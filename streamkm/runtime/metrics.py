@@ -115,6 +115,18 @@ class ServiceMetrics:
             "streamkm_cluster_retirements",
             "Clusters retired by drift handling after drift.retire_after batches without "
             "records.", registry=r)
+        self.outliers = Counter(
+            "streamkm_outliers",
+            "Records flagged as outliers (novelty score at most model.outlier_alpha).",
+            registry=r)
+        self.outlier_ratio = Gauge(
+            "streamkm_outlier_ratio",
+            "Share of the last scored batch's records flagged as outliers (0 while "
+            "model.outlier_alpha is unset).", registry=r)
+        self.outlier_alpha = Gauge(
+            "streamkm_outlier_alpha",
+            "The configured outlier flag level model.outlier_alpha (0 when unset: nothing "
+            "is flagged).", registry=r)
         self._source_lag: dict[str, Gauge] = {}
         self.checkpoint_duration_seconds = Histogram(
             "streamkm_checkpoint_duration_seconds",

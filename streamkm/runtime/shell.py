@@ -126,6 +126,7 @@ class Runtime:
                              else resume_point_path(config.sinks))
         self.metrics = ServiceMetrics(registry)
         self.metrics.init_reasons([r.value for r in RejectReason])
+        self.metrics.outlier_alpha.set(config.model.outlier_alpha or 0.0)
         self.status = ServiceStatus(clusters=config.model.n_clusters)
         self.config_hash = config_hash(config)
         self.router = HttpRouter()
@@ -552,12 +553,18 @@ class Runtime:
             return []
         assert learned.step is not None
         return self.sinks.write_assignments(batch.records, batch.ids, learned.cluster_ids,
-                                            learned.sq_distances, learned.step)
+                                            learned.sq_distances, learned.step,
+                                            learned.novelty)
 
     def _set_objective(self, learned: Learned) -> None:
+        """The batch objective and outlier figures of a batch whose outputs are written."""
         if learned.objective is not None:
             self.status.objective = float(learned.objective)
             self.metrics.batch_objective.set(learned.objective)
+        if learned.novelty is not None and len(learned.novelty.outliers):
+            flagged = int(learned.novelty.outliers.sum())
+            self.metrics.outliers.inc(flagged)
+            self.metrics.outlier_ratio.set(flagged / len(learned.novelty.outliers))
 
     def write_assignments(self, assigned: list[tuple[Batch, Learned]]) -> bool:
         """Write the assignments of batches learned earlier (a learner that held them),

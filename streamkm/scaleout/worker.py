@@ -39,6 +39,7 @@ from streamkm.exceptions import StateError
 from streamkm.io import registry
 from streamkm.io.batcher import Batch
 from streamkm.io.checkpoint import Checkpoint
+from streamkm.io.sinks import AssignmentNovelty
 from streamkm.logs import log_event
 from streamkm.runtime.learner import CheckpointContent, Learned, LearnerHost
 from streamkm.scaleout.backoff import Backoff
@@ -390,9 +391,9 @@ class ScaleoutWorker:
         return model.model_ if isinstance(model, SketchedKernelKMeans) else model
 
     def _assign(self, x: Any) -> tuple[Learned, np.ndarray, np.ndarray | None]:
-        """The batch's clusters and squared distances under the adopted model (stable ids,
-        the version's sketch), the rows' cluster positions and, with sketching, the rows'
-        sketch (what the updates carry)."""
+        """The batch's clusters, squared distances and novelty fields under the adopted
+        model (stable ids, the version's sketch, its novelty buffers), the rows' cluster
+        positions and, with sketching, the rows' sketch (what the updates carry)."""
         model = self.model
         assert model is not None
         features = None
@@ -401,10 +402,15 @@ class ScaleoutWorker:
             dist = model.model_.transform(features)
         else:
             dist = model.transform(x.toarray() if is_sparse(x) else x)
-        labels = np.argmin(dist, axis=1).astype(np.int64)
-        mind = dist[np.arange(x.shape[0]), labels]
-        return Learned(cluster_ids=self._engine().cluster_ids_[labels], sq_distances=mind,
-                       step=self.model_version, objective=float(mind.mean())), labels, features
+        engine = self._engine()
+        fields = engine.novelty_fields(dist)
+        labels, mind = fields["labels"], fields["sq_distances"]
+        novelty = AssignmentNovelty(fields["novelty"], fields["outliers"],
+                                    fields["second_cluster_ids"],
+                                    np.asarray(fields["margins"], dtype=np.float64))
+        return Learned(cluster_ids=engine.cluster_ids_[labels], sq_distances=mind,
+                       step=self.model_version, novelty=novelty,
+                       objective=float(mind.mean())), labels, features
 
     def learn(self, batch: Batch) -> Learned:
         """Assign the batch (or hold it until the first model version) and prepare one

@@ -11,12 +11,14 @@ The JSON document (``GET /api/clusters``)::
 
     {"step": 120, "converged": false, "n_clusters": 4, "updated_at": 1764570000.0,
      "kernel": "auto -> heat", "axes": ["x0", "x1"], "projection": "raw",
-     "points": {"x": [...], "y": [...], "cluster": [...]},      # one per sampled record
+     "points": {"x": [...], "y": [...], "cluster": [...],       # one per sampled record
+                "outlier": [false, ...]},
      "clusters": [{"id": 0, "sample_size": 512, "medoid": [x, y]}, ...],
      "objective": [{"step": 1, "time": ..., "objective": 0.12, "converged": false}, ...],
      "events": [{"event": "split", "step": 57, "time": ..., ...}, ...]}
 
-``clusters[*].sample_size`` sums to the number of points; ``id`` is the model's stable
+``points.outlier`` is each record's outlier flag (``model.outlier_alpha``; all false while
+it is unset). ``clusters[*].sample_size`` sums to the number of points; ``id`` is the model's stable
 cluster id (the id written to the assignment sink). ``medoid`` is the sampled record of
 that cluster closest to its center in kernel space (kernel centers have no coordinates).
 """
@@ -76,9 +78,11 @@ class ClusterView:
         self.kernel: str | None = None
 
     def observe_batch(self, rows: Any, cluster_ids: np.ndarray, sq_distances: np.ndarray, *,
-                      step: int, objective: float, converged: bool, n_clusters: int) -> None:
-        """Record one processed batch: its rows and assignments, and the model's state."""
-        self.sample.add(rows, cluster_ids, sq_distances, step=step)
+                      step: int, objective: float, converged: bool, n_clusters: int,
+                      outliers: np.ndarray | None = None) -> None:
+        """Record one processed batch: its rows, assignments and outlier flags (none when
+        ``outliers`` is None), and the model's state."""
+        self.sample.add(rows, cluster_ids, sq_distances, step=step, outliers=outliers)
         now = time.time()
         with self._lock:
             self._history.append({"step": int(step), "time": now,
@@ -87,8 +91,9 @@ class ClusterView:
                            "n_clusters": int(n_clusters), "updated_at": now}
 
     def observe_event(self, event: dict[str, Any]) -> None:
-        """Record a lifecycle event (``split``, ``merge``, ``converged``, ``woke``,
-        ``resketched``...); a ``time`` field is added when missing."""
+        """Record a lifecycle event (``split``, ``merge``, ``born``, ``retired``,
+        ``converged``, ``woke``, ``resketched``...); a ``time`` field is added when
+        missing."""
         entry = dict(event)
         entry.setdefault("time", time.time())
         with self._lock:
@@ -120,7 +125,8 @@ class ClusterView:
             "projection": plane.method,
             "points": {"x": np.round(plane.coords[:, 0], 5).tolist(),
                        "y": np.round(plane.coords[:, 1], 5).tolist(),
-                       "cluster": snap.cluster_ids.tolist()},
+                       "cluster": snap.cluster_ids.tolist(),
+                       "outlier": snap.outliers.tolist()},
             "clusters": clusters,
             "objective": history,
             "events": events,

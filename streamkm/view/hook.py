@@ -85,7 +85,8 @@ class ClusterViewHook(RuntimeHook):
             batch.X, learned.cluster_ids, learned.sq_distances,
             step=int(learned.step if learned.step is not None else status.step),
             objective=float(learned.objective if learned.objective is not None else 0.0),
-            converged=bool(status.converged), n_clusters=int(status.clusters))
+            converged=bool(status.converged), n_clusters=int(status.clusters),
+            outliers=None if learned.novelty is None else learned.novelty.outliers)
 
     def on_event(self, runtime: RuntimeHost, event: dict[str, Any]) -> None:
         self.view.observe_event(event)

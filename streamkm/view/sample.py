@@ -15,7 +15,7 @@ row-vector products per batch.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,8 @@ class SampleSnapshot:
         Squared kernel distance of each row to its center when it was processed.
     steps : ndarray of shape (n,), int64
         Model step of the batch each row came from.
+    outliers : ndarray of shape (n,), bool
+        Whether each row was flagged as an outlier when it was processed.
     projected : bool
         Whether ``rows`` are a random projection of the records (sparse or wide input).
     version : int
@@ -51,6 +53,7 @@ class SampleSnapshot:
     steps: np.ndarray
     projected: bool
     version: int
+    outliers: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     @property
     def n_rows(self) -> int:
@@ -103,6 +106,7 @@ class RecentSample:
         self._ids = np.zeros(capacity, dtype=np.int64)
         self._dist = np.zeros(capacity, dtype=np.float64)
         self._steps = np.zeros(capacity, dtype=np.int64)
+        self._outliers = np.zeros(capacity, dtype=bool)
         self._n_features: int | None = None
         self._projected = False
         self._projection: np.ndarray | None = None
@@ -111,8 +115,9 @@ class RecentSample:
         self._version = 0
 
     def add(self, rows: Any, cluster_ids: np.ndarray, sq_distances: np.ndarray, *,
-            step: int) -> None:
-        """Add a processed batch (dense ndarray or scipy CSR matrix) with its assignments.
+            step: int, outliers: np.ndarray | None = None) -> None:
+        """Add a processed batch (dense ndarray or scipy CSR matrix) with its assignments
+        (and its rows' outlier flags, none flagged when ``outliers`` is None).
 
         A batch whose feature count differs from the previous ones (a new dimension after
         a re-configured stream) starts a new sample.
@@ -120,10 +125,13 @@ class RecentSample:
         n = int(rows.shape[0])
         if n == 0:
             return
-        if len(cluster_ids) != n or len(sq_distances) != n:
+        if outliers is None:
+            outliers = np.zeros(n, dtype=bool)
+        if len(cluster_ids) != n or len(sq_distances) != n or len(outliers) != n:
             raise ValidationError(
-                f"rows, cluster_ids and sq_distances must have one entry per record, got "
-                f"{n}, {len(cluster_ids)} and {len(sq_distances)}")
+                f"rows, cluster_ids, sq_distances and outliers must have one entry per "
+                f"record, got {n}, {len(cluster_ids)}, {len(sq_distances)} and "
+                f"{len(outliers)}")
         m = min(n, self.per_batch)
         chosen = np.sort(self._rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
         reduced, projected = self._reduce(rows, chosen)
@@ -137,6 +145,7 @@ class RecentSample:
             self._ids[slots] = np.asarray(cluster_ids)[chosen]
             self._dist[slots] = np.asarray(sq_distances, dtype=np.float64)[chosen]
             self._steps[slots] = step
+            self._outliers[slots] = np.asarray(outliers, dtype=bool)[chosen]
             self._next = int((self._next + m) % self.capacity)
             self._filled = min(self.capacity, self._filled + m)
             self._version += 1
@@ -147,14 +156,16 @@ class RecentSample:
             if self._rows is None or self._filled == 0:
                 empty = np.zeros((0, 0), dtype=np.float32)
                 return SampleSnapshot(empty, np.zeros(0, np.int64), np.zeros(0),
-                                      np.zeros(0, np.int64), False, self._version)
+                                      np.zeros(0, np.int64), False, self._version,
+                                      np.zeros(0, dtype=bool))
             if self._filled < self.capacity:
                 order = np.arange(self._filled)
             else:
                 order = (self._next + np.arange(self.capacity)) % self.capacity
             return SampleSnapshot(self._rows[order].copy(), self._ids[order].copy(),
                                   self._dist[order].copy(), self._steps[order].copy(),
-                                  self._projected, self._version)
+                                  self._projected, self._version,
+                                  self._outliers[order].copy())
 
     def _start(self, n_features: int, width: int, projected: bool) -> None:
         self._rows = np.zeros((self.capacity, width), dtype=np.float32)

@@ -213,6 +213,8 @@ kernel = "rbf"
 tau = 100
 n_init = 1
 random_state = 0
+outlier_alpha = 0.1
+outliers = "learn"
 [drift]
 enabled = true
 k_max = 8
@@ -299,8 +301,8 @@ class ServiceProcess:
 
 
 class StreamkmService(ServiceProcess):
-    """``streamkm run`` (drift handling and an SVD sketch on) tailing the demo's drifting
-    stream (with 5 % bad lines) in ``workdir``.
+    """``streamkm run`` (drift handling, an SVD sketch and outlier flagging at 0.1 on)
+    tailing the demo's drifting stream (with 5 % bad lines) in ``workdir``.
 
     The service starts on an empty ``workdir/stream.jsonl`` and serves metrics on a free
     loopback port (``port = 0``, the URL is read from the ``metrics_listening`` log event).

@@ -166,6 +166,9 @@ def test_dashboard_covers_the_required_views() -> None:
                    "time() - streamkm_checkpoint_last_success_timestamp_seconds",
                    "increase(streamkm_cluster_splits_total",
                    "increase(streamkm_cluster_merges_total",
+                   "avg_over_time(streamkm_outlier_ratio{", "5 * max by (instance) "
+                   "(streamkm_outlier_alpha{",
+                   "sum by (instance) (increase(streamkm_outliers_total{",
                    "streamkm_sketch_epoch", "sum by (trigger) (increase(streamkm_resketches_total",
                    "sum by (topic, partition) (streamkm_kafka_consumer_lag_records",
                    "streamkm_kafka_broker_connected", "increase(streamkm_kafka_commits_total",

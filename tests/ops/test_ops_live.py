@@ -168,6 +168,11 @@ def test_dashboard_time_series_have_values(stack: Stack) -> None:
                 '(rate(streamkm_resketch_seconds_bucket[$__rate_interval])))')
     assert 0 < p50 < 30
     assert 0 < value("streamkm_batch_objective") < 2        # rbf: squared distances <= 2
+    assert value("streamkm_outlier_alpha") == 0.1                 # model.outlier_alpha
+    assert value("streamkm_outliers_total") > 0
+    ratio = value('avg by (instance) (avg_over_time(streamkm_outlier_ratio{job=~"$job"}'
+                  '[$__rate_interval]))')
+    assert 0 < ratio < 0.5
     assert value("time() - streamkm_checkpoint_last_success_timestamp_seconds") < 30
     reasons = {r["metric"]["reason"] for r in q(
         "sum by (reason) (rate(streamkm_records_rejected_total[1m]))")}

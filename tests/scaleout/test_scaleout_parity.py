@@ -310,7 +310,8 @@ def test_sketched_sparse_records_one_epoch_per_update(kafka_broker: TansuBroker,
     assert {e["member"] for e in adopted} == set(MEMBERS)
     assert final.counters["updates_reprojected"] <= sum(epochs.values())
 
-    # an assignment is made with the sketch and model of the version it names (``step``)
+    # an assignment is made with the sketch, model and novelty buffers of the version it
+    # names (``step``)
     assignments = [json.loads(m.value)
                    for m in read_topic(bootstrap, f"{prefix}-out-assignments")]
     assert {a["id"] for a in assignments} == {f"d{i}" for i in range(n)}
@@ -320,6 +321,8 @@ def test_sketched_sparse_records_one_epoch_per_update(kafka_broker: TansuBroker,
     for a in sample:
         doc = TOPICS.matrix([int(a["id"][1:])])
         assert a["cluster"] == int(models[a["step"]].predict(doc)[0]), a
+        assert a["novelty"] == float(models[a["step"]].score_samples(doc)[0]), a
+        assert a["outlier"] is False and a["second_cluster"] != a["cluster"], a
 
     held_out_ids = range(10**6, 10**6 + 600)
     held_out = TOPICS.matrix(held_out_ids)

@@ -59,8 +59,23 @@ def test_sample_rejects_bad_arguments_naming_the_value() -> None:
     with pytest.raises(ParameterError, match="per_batch.*True"):
         RecentSample(10, per_batch=True)
     sample = RecentSample(10)
-    with pytest.raises(ValidationError, match="5, 4 and 5"):
+    with pytest.raises(ValidationError, match="5, 4, 5 and 5"):
         sample.add(np.zeros((5, 2)), np.zeros(4), np.zeros(5), step=1)
+    with pytest.raises(ValidationError, match="5, 5, 5 and 3"):
+        sample.add(np.zeros((5, 2)), np.zeros(5), np.zeros(5), step=1,
+                   outliers=np.zeros(3, dtype=bool))
+
+
+def test_sample_keeps_each_rows_outlier_flag_with_the_row() -> None:
+    sample = RecentSample(8, per_batch=8)
+    x = np.arange(12.0).reshape(6, 2)
+    flags = np.array([False, True, False, False, True, False])
+    sample.add(x, np.arange(6), np.zeros(6), step=1, outliers=flags)
+    sample.add(x[:4] + 100, np.arange(4), np.zeros(4), step=2)  # not scored: none flagged
+    snap = sample.snapshot()
+    assert snap.n_rows == 8                                  # the oldest two overwritten
+    np.testing.assert_array_equal(snap.rows[:, 0], [4, 6, 8, 10, 100, 102, 104, 106])
+    np.testing.assert_array_equal(snap.outliers, [False, False, True, False] + [False] * 4)
 
 
 def test_plane_projection_raw_and_pca_with_fixed_signs() -> None:
