@@ -37,7 +37,7 @@ __all__ = ["ServiceSketching", "build_sketcher", "DRIFT_EVENTS"]
 
 #: Model events that mean the stream drifted: a data-dependent sketch is refit after them
 #: (``[sketch] resketch_on_drift``).
-DRIFT_EVENTS = frozenset({"woke", "split"})
+DRIFT_EVENTS = frozenset({"woke", "split", "born"})
 
 _log = logging.getLogger("streamkm.service")
 
