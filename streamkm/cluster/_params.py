@@ -10,6 +10,8 @@ estimator's signature, with its default) plus the estimator's keyword argument.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from streamkm._core.param_rules import (
@@ -66,7 +68,9 @@ PARAMETER_RULES: dict[str, Parameter] = {p.name: p for p in PARAMETERS}
 
 def relations_problem(params: dict[str, Any]) -> str | None:
     """What is wrong across parameters (``kernel_params`` the kernel does not have; a
-    ``drift`` policy whose [k_min, k_max] excludes ``n_clusters``), or None.
+    ``drift`` policy whose [k_min, k_max] excludes ``n_clusters``; an ``outlier_alpha``
+    below the smallest novelty score a ``novelty_window`` allows, so that nothing could
+    ever be flagged), or None.
 
     ``params`` holds valid values of (some of) the parameters; missing ones take their
     defaults.
@@ -75,7 +79,22 @@ def relations_problem(params: dict[str, Any]) -> str | None:
     problem = kernel_options_problem(value["kernel"], value["kernel_params"])
     if problem is not None:
         return problem
+    problem = _outlier_level_problem(value["outlier_alpha"], int(value["novelty_window"]))
+    if problem is not None:
+        return problem
     policy = DriftPolicy.from_param(value["drift"])
     if policy is not None:
         return policy.problem_against(int(value["n_clusters"]))
     return None
+
+
+def _outlier_level_problem(alpha: float | None, window: int) -> str | None:
+    """A record is flagged when its novelty is at most ``alpha``; against a cluster's buffer
+    of ``window`` distances the smallest novelty is ``1 / (window + 1)``."""
+    if alpha is None or alpha * (window + 1) >= 1.0:
+        return None
+    needed = math.ceil(1.0 / alpha) - 1
+    return (f"outlier_alpha={alpha!r} can never flag a record with novelty_window={window!r}: "
+            f"the smallest novelty score is 1 / (novelty_window + 1) = {1.0 / (window + 1):.4g}; "
+            f"set novelty_window to at least {needed} or outlier_alpha to at least "
+            f"{1.0 / (window + 1):.4g}")

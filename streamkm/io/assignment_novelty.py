@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where a batch is built (config commands load none)
+    import numpy as np
 
 __all__ = ["AssignmentNovelty", "accepts_novelty"]
 
@@ -46,6 +47,8 @@ class AssignmentNovelty:
         carries no novelty)."""
         if report.novelty is None:
             return None
+        import numpy as np
+
         n = len(report.novelty)
         outliers = (np.zeros(n, dtype=bool) if report.outliers is None
                     else np.asarray(report.outliers, dtype=bool))

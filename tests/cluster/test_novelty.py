@@ -330,3 +330,13 @@ def test_a_kernel_refit_empties_every_buffer():
             assert (model._novelty.sizes == 0).all()
             refreshed = True
     pytest.fail("the anchor kernel was never refitted")
+
+
+def test_an_outlier_level_no_record_could_reach_is_refused_naming_both_values():
+    """The smallest novelty against a buffer of ``novelty_window`` distances is
+    1 / (novelty_window + 1): a lower ``outlier_alpha`` would silently flag nothing."""
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    with pytest.raises(ParameterError, match=r"outlier_alpha=0\.001 .*novelty_window=256.*at least 999"):
+        MiniBatchKernelKMeans(2, outlier_alpha=0.001).fit(X)
+    MiniBatchKernelKMeans(2, outlier_alpha=1 / 1000, novelty_window=999, random_state=0).fit(X)
+    MiniBatchKernelKMeans(2, outlier_alpha=1 / 257, random_state=0).fit(X)
