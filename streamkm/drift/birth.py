@@ -140,9 +140,12 @@ class OutlierPool:
         self.steps = self.steps[keep]
         return rows, raw
 
-    def clear(self) -> None:
-        """Drop every row (the feature space changed)."""
+    def clear(self, n_features: int | None = None) -> None:
+        """Drop every row (the feature space changed; ``n_features``: its new width, if it
+        changed too: a graph kernel's features have as many columns as its fit chose)."""
         self.take(np.arange(self.size))
+        if n_features is not None:
+            self.rows = np.empty((0, int(n_features)), dtype=self.rows.dtype)
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         """The pool as arrays named ``<prefix><name>``."""

@@ -436,7 +436,7 @@ class DriftController:
         kernel) and rescale every cluster's spread statistics by how much the new feature
         space changed its window's spread (a cluster whose ratio is unknown restarts its
         warm-up)."""
-        self.pool.clear()
+        self.pool.clear(new_rows.shape[1])
         self.recent.rebuild(labels, old_rows, raw)
         before = self.window_spreads(old_centers, old_kernel)
         self.recent.rebuild(labels, new_rows, raw)

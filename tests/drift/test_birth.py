@@ -7,6 +7,7 @@ streams are those of benchmarks/novelty_births.py)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -238,3 +239,25 @@ def test_pool_keeps_recent_rows_up_to_its_capacity_and_round_trips():
     np.testing.assert_array_equal(again.steps, pool.steps)
     rows, _ = pool.take(np.array([0, 4]))
     assert rows[:, 0].tolist() == [2.0, 4.0] and pool.size == 3
+
+
+def test_the_outlier_pool_follows_a_graph_kernel_refit_to_its_new_feature_width():
+    """A graph kernel refitted on the recent rows (drift handling on) may give its features
+    another number of columns; the pool starts over in the new width and flagged rows keep
+    being pooled after the refit (KEEL penbased, the anchor kernel: 36, then 39 columns)."""
+    spec = importlib.util.spec_from_file_location(
+        "novelty_data", Path(__file__).resolve().parents[2] / "benchmarks" / "_novelty_data.py")
+    data = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, data)  # its dataclasses look their module up
+    spec.loader.exec_module(data)
+    penbased = data.keel_thinned("penbased", 0)
+    keep = ~penbased.anomaly
+    X = data.standardise(penbased.X[keep])[np.random.default_rng(0).permutation(keep.sum())]
+    model = MiniBatchKernelKMeans(penbased.n_clusters, outlier_alpha=0.01,
+                                  drift={"k_max": 2 * penbased.n_clusters}, random_state=0)
+    widths = set()
+    for start in range(0, X.shape[0], 500):
+        model.step(X[start:start + 500])
+        widths.add(model._drift.pool.rows.shape[1])
+    assert model.kernel_.name == "anchor"
+    assert len(widths) > 1, "the kernel was not refitted to another width: nothing is tested"
