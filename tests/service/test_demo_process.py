@@ -166,6 +166,26 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
+def _bytes_per_line(path: Path) -> float:
+    """Mean size of the file's lines (0 while it is missing or empty)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0.0
+    lines = data.count(b"\n")
+    return len(data) / lines if lines else 0.0
+
+
+def _file_sizes(folder: Path) -> list[int]:
+    sizes = []
+    for path in folder.glob("*"):
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:  # replaced between the listing and the stat
+            pass
+    return sizes
+
+
 def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=10) as page:  # noqa: S310 (loopback)
@@ -195,19 +215,23 @@ def test_whole_folder_stays_bounded_while_clustering_goes_on(tmp_path: Path) -> 
                    [proc])
         assert "at most 0.7 MB plus the checkpoints" in out.text
         base = out.text.split("watch the clusters at ", 1)[1].split()[0].rstrip("/")
-        # slack: what the writer adds between two size checks of the stream (0.1 s) and
-        # the service between two of the outputs (1 s and a batch), and the checkpoints
-        slack = 4000 * 60 * 0.1 + 4000 * 60 * 1.5 + 3 * 64_000
-        bound = (2 * stream_mb + output_mb) * 1e6 + slack
         largest, until = 0, time.monotonic() + 40
+        record_bytes, checkpoint_bytes = 0.0, 0
         while time.monotonic() < until or out.text.count(started_over) < 2:
             assert proc.poll() is None, out.text[-3000:] + err.text
             largest = max(largest, _folder_bytes(tmp_path))
+            record_bytes = max(record_bytes, _bytes_per_line(tmp_path / "assignments.jsonl"))
+            checkpoint_bytes = max([checkpoint_bytes, *_file_sizes(tmp_path / "checkpoints")])
             time.sleep(0.25)
             if time.monotonic() > until + 240:
                 break
         assert out.text.count(started_over) >= 2, out.text[-3000:]
-        assert largest < bound, (largest, bound)
+        # slack: what the writer adds between two size checks of the stream (0.1 s, input
+        # lines of about 60 bytes), what the service writes between two of the outputs (1 s
+        # and a batch, at the assignment lines' measured size) and the 3 kept checkpoints
+        slack = 4000 * 60 * 0.1 + 4000 * record_bytes * 1.5 + 3 * checkpoint_bytes
+        bound = (2 * stream_mb + output_mb) * 1e6 + slack
+        assert largest < bound, (largest, bound, record_bytes, checkpoint_bytes)
         assert not list((tmp_path / "checkpoints").glob("replaced-*"))
         # the page of the latest model answers at the address first printed, and it clusters
         wait_until(lambda: _answers(base + "/"), 120, "the page answering")

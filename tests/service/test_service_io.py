@@ -131,7 +131,8 @@ port = 0
 
     out = [json.loads(line) for line in assignments.read_text().splitlines()]
     assert sorted(rec["id"] for rec in out) == sorted(f"v{i}" for i in range(n_valid))
-    assert all(set(rec) == {"id", "cluster", "distance", "sq_distance", "step"} for rec in out)
+    assert all(set(rec) == {"id", "cluster", "distance", "sq_distance", "step", "novelty",
+                            "outlier", "second_cluster", "margin"} for rec in out)
     assert all(0 <= rec["cluster"] < K and rec["sq_distance"] >= 0 for rec in out)
     assert all(rec["distance"] == math.sqrt(rec["sq_distance"]) for rec in out)
 
