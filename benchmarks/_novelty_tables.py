@@ -192,7 +192,7 @@ def new_mode_table(nm: dict[str, Any]) -> str:
              "flagged | clusters | events |", "|---:|---:|---:|---:|---:|---:|---|"]
     for i in range(max(0, first - 2), min(len(windows), last + 1)):
         w = windows[i]
-        born = ", ".join([f"born (id {e.get('cluster', e.get('id', '?'))})" for e in w["born"]]
+        born = ", ".join([f"born (id {e.get('cluster_id', '?')})" for e in w["born"]]
                          + [_change(e) for e in w.get("changes", [])])
         mark = " (reached)" if i == nm["reached_at_window"] else ""
         lines.append(f"| {i}{mark} | {w['start']:,} | {w['new_rows']} | {w['new_flagged']} "

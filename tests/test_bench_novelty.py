@@ -204,7 +204,7 @@ def _results() -> dict:
                      "windows": [{"start": 100 * (i + 1), "new_rows": 20 * (i >= 4),
                                   "new_flagged": 15 * (i >= 4), "old_flagged": 1,
                                   "old_rows": 100 - 20 * (i >= 4),
-                                  "born": [{"event": "born", "cluster": 3}] if i == 6 else [],
+                                  "born": [{"event": "born", "cluster_id": 3}] if i == 6 else [],
                                   "changes": ([{"event": "split", "cluster": 1, "into": [1, 4]}]
                                               if i == 7 else []),
                                   "clusters": 3 + (i >= 6)} for i in range(9)]},
