@@ -33,7 +33,7 @@ from tests.helpers.kafka_broker import (
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow,
-              # alone: the group's timeouts (session 6 s, poll interval 10 s) must hold
+              # alone: the group's timeouts (session_timeout_ms 6 s, max_poll_interval_ms 10 s) must hold
               # while A steps slowly and both services compile and join
               pytest.mark.alone]
 
