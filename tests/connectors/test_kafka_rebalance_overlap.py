@@ -33,8 +33,9 @@ from tests.helpers.kafka_broker import (
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow,
-              # alone: the group's timeouts (session_timeout_ms 6 s, max_poll_interval_ms 10 s) must hold
-              # while A steps slowly and both services compile and join
+              # alone: the group's timeouts (session_timeout_ms 6 s,
+              # max_poll_interval_ms 10 s) must hold while A steps slowly and both
+              # services compile and join
               pytest.mark.alone]
 
 TOPIC, GROUP, PARTITIONS, N, BATCH = "features-rebalance-overlap", "g-overlap", 4, 2000, 50
