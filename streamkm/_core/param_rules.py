@@ -15,6 +15,8 @@ strings), :class:`InstanceOf` (instances of a type), :data:`NONE` and :data:`BOO
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import importlib
 import math
 import operator
@@ -30,16 +32,16 @@ __all__ = ["Rule", "Interval", "Options", "InstanceOf", "NONE", "BOOLEAN", "RAND
            "parameter_problem", "sklearn_constraints", "is_text_only"]
 
 
-class Rule:
+class Rule(ABC):
     """One kind of accepted value (subclasses say which)."""
 
+    @abstractmethod
     def accepts(self, value: Any) -> bool:
         """Whether ``value`` satisfies the rule."""
-        raise NotImplementedError
 
+    @abstractmethod
     def to_sklearn(self) -> Any:
         """The scikit-learn constraint with the same meaning and text."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)

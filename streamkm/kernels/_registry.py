@@ -106,10 +106,9 @@ def register(kernel: type[KernelType]) -> type[KernelType]:
 def get_kernel_type(name: Any) -> KernelType:
     """The registered kernel called ``name`` (a built-in one is imported on first use); a
     clear error naming the known ones."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        pass
+    registered = _registered(name)
+    if registered is not None:
+        return registered
     if _is_builtin(name):
         importlib.import_module(BUILTIN_KERNELS[name])
         return _REGISTRY[name]
@@ -120,6 +119,14 @@ def kernel_names() -> tuple[str, ...]:
     """Names of the built-in and the registered kernels, in registration order (the
     built-in ones first, imported or not)."""
     return tuple(dict.fromkeys([*BUILTIN_KERNELS, *_REGISTRY]))
+
+
+def _registered(name: Any) -> KernelType | None:
+    """The kernel registered as ``name``, or None (also for an unhashable ``name``)."""
+    try:
+        return _REGISTRY.get(name)
+    except TypeError:
+        return None
 
 
 def _is_builtin(name: Any) -> bool:
@@ -138,10 +145,9 @@ def kernel_option_defaults(name: Any) -> dict[str, Any]:
     ParameterError
         ``name`` is no kernel.
     """
-    try:
-        return dict(_REGISTRY[name].option_defaults)
-    except (KeyError, TypeError):
-        pass
+    registered = _registered(name)
+    if registered is not None:
+        return dict(registered.option_defaults)
     if _is_builtin(name):
         return dict(OPTION_DEFAULTS.get(name, {}))
     raise parameter_error(f"kernel must be one of {kernel_names()}, got {name!r}")
