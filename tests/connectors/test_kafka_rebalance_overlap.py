@@ -9,7 +9,6 @@ record once.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from tests.helpers.kafka_broker import (
     produce,
     valid_value,
 )
+from tests.helpers.processes import complete_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow,
               # alone: the group's timeouts (session_timeout_ms 6 s,
@@ -85,10 +85,7 @@ class SlowSteps:
 
 
 def _assigned(folder: Path) -> list[str]:
-    path = folder / "assignments.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line)["id"] for line in path.read_text().splitlines()]
+    return [record["id"] for record in complete_records(folder / "assignments.jsonl")]
 
 
 def _wait(condition: Any, timeout: float, what: str, runners: list[threading.Thread]) -> None:

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-
 #: The ``service_process`` fixture: ``(config, log, *, command, args, cwd) -> Popen``.
 ServiceStarter = Callable[..., subprocess.Popen[bytes]]
 
@@ -89,6 +88,16 @@ def count_lines(path: Path) -> int:
         return path.read_bytes().count(b"\n")
     except FileNotFoundError:
         return 0
+
+
+def complete_records(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of the newline-terminated lines of ``path`` ([] while it does not
+    exist): a line a running service is still writing has no newline yet and is left out."""
+    try:
+        complete = path.read_text().rpartition("\n")[0]
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in complete.splitlines()]
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str,

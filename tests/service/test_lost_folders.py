@@ -5,7 +5,6 @@ outputs, and every input record is assigned exactly once across the outputs."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 from collections import Counter
@@ -13,16 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.processes import count_lines
-from tests.helpers.service_process import RunningService, blob_rows, cli, service_config, write_jsonl
+from tests.helpers.processes import complete_records, count_lines
+from tests.helpers.service_process import (
+    RunningService,
+    blob_rows,
+    cli,
+    service_config,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.integration
 
 
 def _ids(path: Path) -> Counter[str]:
-    """The ids of the complete lines (a line the running service is writing has no newline yet)."""
-    complete = path.read_text().rpartition("\n")[0]
-    return Counter(json.loads(line)["id"] for line in complete.splitlines())
+    """The ids of the complete lines."""
+    return Counter(record["id"] for record in complete_records(path))
 
 
 def _checkpoints(folder: Path) -> list[Path]:

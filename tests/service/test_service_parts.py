@@ -64,10 +64,12 @@ def test_batcher_round_robin_is_deterministic_across_resume(tmp_path: Path) -> N
     def batches(stop_after: int | None, resume: dict | None = None, next_part: int = 0):
         source = FileTailSource(files)
         parts = {k: source.build_part(k, (resume or {}).get(k)) for k in source.list_parts()}
-        batcher = Batcher(parts, decoder, dim=1, batch_size=32, max_wait_s=0.05,
+        # Batches close by size, or when every file is read to its end (the wait says
+        # stop): never by the clock, which a loaded machine would move.
+        batcher = Batcher(parts, decoder, dim=1, batch_size=32, max_wait_s=600.0,
                           poll_interval_s=0.001, next_part=next_part)
         out = []
-        while (batch := batcher.collect(min_valid=1, wait=lambda s: False)) is not None:
+        while (batch := batcher.collect(min_valid=1, wait=lambda s: True)).n_read:
             out.append(batch)
             if stop_after is not None and len(out) == stop_after:
                 break
