@@ -21,10 +21,11 @@ from streamkm._numba.knn_graph import _row_sq_distances
 
 __all__ = ["nearest_anchors", "nearest_anchors_by_differences"]
 
-#: features from which the GEMM narrows the search: on 1,024 rows x 1,500 anchors it is
-#: 2x slower at 16 features, 0.93-1.22x as fast at 64 (four runs), 1.4-1.7x as fast at 128
-#: and 2.1-2.3x at 784 (``benchmarks/bench_anchor_search.py``, docs/benchmarks.md)
-GEMM_MIN_FEATURES = 96
+#: features from which the GEMM narrows the search: on 500 rows x 1,500 anchors of
+#: 10-center blobs it is 0.56x as fast as the search by differences at 16 features, 0.8x at
+#: 24-32, 1.06x at 40, 1.15-1.23x at 48-64 and 1.4-1.6x at 96-128
+#: (process CPU, 5 interleaved repeats; docs/benchmarks.md, the nearest-anchor search)
+GEMM_MIN_FEATURES = 48
 #: rows per GEMM block (its (rows, anchors) distances are held at once)
 _BLOCK_ROWS = 512
 #: safety factor on the rounding bound
