@@ -51,6 +51,59 @@ def test_nearest_anchors_match_numpy():
     np.testing.assert_array_equal(sq[0], [1.0, 1.0, 1.0, 1.0])
 
 
+def _in_order_nearest(x: np.ndarray, anchors: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """numpy reference: squared distances summed feature by feature in order (one IEEE
+    operation per term, as the search by differences sums them), the r smallest by
+    (distance, anchor index)."""
+    d2 = np.zeros((x.shape[0], anchors.shape[0]))
+    for f in range(x.shape[1]):
+        t = x[:, f, None] - anchors[None, :, f]
+        d2 += t * t
+    order = np.argsort(d2, axis=1, kind="stable")[:, :r]
+    return order, np.take_along_axis(d2, order, axis=1)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("d", [1, 5, 16, 62])
+@pytest.mark.parametrize("m", [3, 257, 700])
+@pytest.mark.parametrize("case", ["normal", "ties", "grid"])
+def test_search_by_differences_equals_the_in_order_sums_bit_for_bit(d, m, case):
+    """The search by differences (anchors a chunk at a time, features four at a time) gives
+    the indices and the exact bits of the feature-by-feature sums, ties to the lower
+    index, whatever the number of anchors and features."""
+    from streamkm._numba import anchor_graph
+
+    rng = np.random.default_rng(10 * d + m)
+    anchors = rng.normal(size=(m, d))
+    x = rng.normal(size=(90, d))
+    if case == "ties":  # repeated anchors, rows on anchors
+        anchors[m // 2:2 * (m // 2)] = anchors[:m // 2]
+        x[:min(30, m)] = anchors[:min(30, m)]
+    elif case == "grid":  # integers: many equal distances
+        anchors, x = np.round(2 * anchors), np.round(2 * x)
+    for r in sorted({1, min(10, m), m}):
+        got = anchor_graph.nearest_anchors_by_differences(x, np.ascontiguousarray(anchors.T), r)
+        want = _in_order_nearest(x, anchors, r)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.unit
+def test_distinct_rows_keep_first_occurrences_in_order():
+    """Repeated rows are dropped (0.0 and -0.0 are equal), the rest keep their order; rows
+    without repeats come back as the same array."""
+    from streamkm.kernels._graph import distinct_rows
+
+    x = np.array([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0], [-0.0, 1.0], [3.0, 0.5], [0.0, 1.0]])
+    for dtype in (np.float64, np.float32):
+        got = distinct_rows(x.astype(dtype))
+        np.testing.assert_array_equal(got, np.array([[1.0, 2.0], [0.0, 1.0], [3.0, 0.5]]))
+        assert got.dtype == dtype
+    unique = np.random.default_rng(0).normal(size=(50, 3))
+    assert distinct_rows(unique) is unique
+    np.testing.assert_array_equal(distinct_rows(unique[:1]), unique[:1])
+
+
 @pytest.mark.unit
 @pytest.mark.parametrize("case", ["normal", "ties", "offset", "tiny", "grid", "overflow"])
 @pytest.mark.parametrize("d", [5, 100, 300])

@@ -21,14 +21,17 @@ from streamkm._numba.knn_graph import _row_sq_distances
 
 __all__ = ["nearest_anchors", "nearest_anchors_by_differences"]
 
-#: features from which the GEMM narrows the search: on 1,024 rows x 1,500 anchors it is
-#: 2x slower at 16 features, 0.93-1.22x as fast at 64 (four runs), 1.4-1.7x as fast at 128
-#: and 2.1-2.3x at 784 (``benchmarks/bench_anchor_search.py``, docs/benchmarks.md)
-GEMM_MIN_FEATURES = 96
+#: features from which the GEMM narrows the search: on 500 rows x 1,500 anchors of
+#: 10-center blobs it is 0.56x as fast as the search by differences at 16 features, 0.8x at
+#: 24-32, 1.06x at 40, 1.15-1.23x at 48-64 and 1.4-1.6x at 96-128
+#: (process CPU, 5 interleaved repeats; docs/benchmarks.md, the nearest-anchor search)
+GEMM_MIN_FEATURES = 48
 #: rows per GEMM block (its (rows, anchors) distances are held at once)
 _BLOCK_ROWS = 512
 #: safety factor on the rounding bound
 _SAFETY = 4.0
+#: anchors whose distances a row gets at once in the search by differences
+_CHUNK = 256
 
 
 def nearest_anchors(x: np.ndarray, anchors_t: np.ndarray,
@@ -48,7 +51,6 @@ def nearest_anchors(x: np.ndarray, anchors_t: np.ndarray,
     anchors_c = anchors_t - center[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         anchor_sq = np.einsum("ij,ij->j", anchors_c, anchors_c)
-        widest = anchor_sq.max()
     # |GEMM distance - exact| <= (4d + 15) eps (||x - c||^2 + ||a - c||^2) for both the
     # GEMM's rounding (centring included) and the differences' (module docstring)
     unit = _SAFETY * (4 * d + 15) * np.finfo(np.float64).eps
@@ -57,18 +59,10 @@ def nearest_anchors(x: np.ndarray, anchors_t: np.ndarray,
     for lo in range(0, n, _BLOCK_ROWS):
         hi = min(n, lo + _BLOCK_ROWS)
         rows_c = x[lo:hi] - center
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked below
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked in _refine
             row_sq = np.einsum("ij,ij->i", rows_c, rows_c)
-            approx = rows_c @ anchors_c
-            approx *= -2.0
-            approx += row_sq[:, None]
-            approx += anchor_sq[None, :]
-            slack = 2.0 * unit * (row_sq + widest)
-        if not (np.isfinite(approx).all() and np.isfinite(slack).all()):  # overflow
-            indices[lo:hi], nearest[lo:hi] = nearest_anchors_by_differences(
-                np.ascontiguousarray(x[lo:hi]), anchors_t, r)
-            continue
-        _refine(x, lo, approx, slack, anchors_t, r, indices, nearest)
+            inner = rows_c @ anchors_c
+        _refine(x, lo, inner, row_sq, anchor_sq, unit, anchors_t, r, indices, nearest)
     return indices, nearest
 
 
@@ -90,21 +84,43 @@ def _keep_nearest(values, indices, i, seen, v, j):  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True)
-def _refine(x, lo, approx, slack, anchors_t, r, indices, nearest):  # pragma: no cover - compiled
+def _refine(x, lo, inner, row_sq, anchor_sq, unit, anchors_t, r, indices,
+            nearest):  # pragma: no cover - compiled
     """Rows lo.. of x: the exact nearest ``r`` among the anchors whose GEMM distance
-    ``approx`` is within ``slack`` of the row's r-th smallest, scanned in index order."""
-    m = anchors_t.shape[1]
-    d = anchors_t.shape[0]
+    row_sq - 2 inner + anchor_sq is within the rounding slack of the row's r-th smallest,
+    scanned in index order; a row whose GEMM distances or slack overflow gets every
+    distance by differences."""
+    d, m = anchors_t.shape
+    widest = 0.0
+    for j in range(m):
+        widest = max(widest, anchor_sq[j])
     best = np.empty((1, r), dtype=np.float64)
     best_at = np.empty((1, r), dtype=np.int64)
-    for b in range(approx.shape[0]):
+    approx = np.empty(m, dtype=np.float64)
+    for b in range(inner.shape[0]):
         i = lo + b
+        near = row_sq[b]
+        finite = abs(near + widest) < np.inf
         for j in range(m):
-            _keep_nearest(best, best_at, 0, j, approx[b, j], j)
-        limit = best[0, r - 1] + slack[b]
+            v = inner[b, j] * -2.0 + near + anchor_sq[j]
+            approx[j] = v
+            finite &= abs(v) < np.inf  # False for inf and NaN
+        if not finite:  # overflow: every distance by differences
+            _row_sq_distances(x, i, anchors_t, approx)
+            for j in range(m):
+                _keep_nearest(nearest, indices, i, j, approx[j], j)
+            continue
+        for j in range(r):
+            _keep_nearest(best, best_at, 0, j, approx[j], j)
+        rth = best[0, r - 1]
+        for j in range(r, m):
+            if approx[j] < rth:
+                _keep_nearest(best, best_at, 0, r, approx[j], j)
+                rth = best[0, r - 1]
+        limit = rth + 2.0 * unit * (near + widest)
         seen = 0
         for j in range(m):
-            if approx[b, j] > limit:
+            if approx[j] > limit:
                 continue
             v = 0.0
             for f in range(d):
@@ -115,19 +131,53 @@ def _refine(x, lo, approx, slack, anchors_t, r, indices, nearest):  # pragma: no
 
 
 @njit(cache=True, nogil=True)
+def _chunk_sq_distances(x, i, anchors_t, lo, c, out):  # pragma: no cover - compiled
+    """out[j] = ||x[i] - anchors[lo + j]||^2 for j < c, summed over the features in order
+    (four features a pass, added left to right: the same sums as one feature a pass)."""
+    d = x.shape[1]
+    for j in range(c):
+        out[j] = 0.0
+    f = 0
+    while f + 4 <= d:
+        x0, x1, x2, x3 = x[i, f], x[i, f + 1], x[i, f + 2], x[i, f + 3]
+        a0 = anchors_t[f, lo:lo + c]
+        a1 = anchors_t[f + 1, lo:lo + c]
+        a2 = anchors_t[f + 2, lo:lo + c]
+        a3 = anchors_t[f + 3, lo:lo + c]
+        for j in range(c):
+            t0 = x0 - a0[j]
+            t1 = x1 - a1[j]
+            t2 = x2 - a2[j]
+            t3 = x3 - a3[j]
+            out[j] = out[j] + t0 * t0 + t1 * t1 + t2 * t2 + t3 * t3
+        f += 4
+    while f < d:
+        xf = x[i, f]
+        af = anchors_t[f, lo:lo + c]
+        for j in range(c):
+            t = xf - af[j]
+            out[j] += t * t
+        f += 1
+
+
+@njit(cache=True, nogil=True)
 def nearest_anchors_by_differences(x, anchors_t, r):  # pragma: no cover - compiled
     """:func:`nearest_anchors` with every distance computed by differences.
 
     x is (n, d) float64, anchors_t (d, m) float64 (the anchors transposed), 1 <= r <= m.
-    Returns (indices (n, r) int64, sq_distances (n, r) float64).
+    Returns (indices (n, r) int64, sq_distances (n, r) float64). The anchors are scanned
+    ``_CHUNK`` at a time for every row (a chunk stays in cache across the rows), in index
+    order for each row.
     """
     n = x.shape[0]
     m = anchors_t.shape[1]
     indices = np.empty((n, r), dtype=np.int64)
     nearest = np.empty((n, r), dtype=np.float64)
-    dist = np.empty(m, dtype=np.float64)
-    for i in range(n):
-        _row_sq_distances(x, i, anchors_t, dist)
-        for j in range(m):
-            _keep_nearest(nearest, indices, i, j, dist[j], j)
+    dist = np.empty(min(m, _CHUNK), dtype=np.float64)
+    for lo in range(0, m, _CHUNK):
+        c = min(_CHUNK, m - lo)
+        for i in range(n):
+            _chunk_sq_distances(x, i, anchors_t, lo, c, dist)
+            for j in range(c):
+                _keep_nearest(nearest, indices, i, lo + j, dist[j], lo + j)
     return indices, nearest

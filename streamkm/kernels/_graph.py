@@ -24,8 +24,17 @@ __all__ = ["LandmarkGraph", "PLACE_ROWS", "distinct_rows", "row_blocks"]
 
 
 def distinct_rows(x: np.ndarray) -> np.ndarray:
-    """The rows of x without repeats, in order of first occurrence (x itself if none)."""
-    _, first = np.unique(x, axis=0, return_index=True)
+    """The rows of x without repeats, in order of first occurrence (x itself if none).
+
+    Rows are compared as floats (0.0 equals -0.0): each row's bytes after adding 0.0 (which
+    turns -0.0 into 0.0) are its key, sorted as one opaque value, several times faster than
+    ``np.unique(x, axis=0)`` compares them column by column.
+    """
+    if x.shape[0] < 2 or x.ndim != 2 or x.shape[1] == 0:
+        return x
+    key = np.ascontiguousarray(x + 0.0)
+    key = key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1]))).ravel()
+    _, first = np.unique(key, return_index=True)
     if first.shape[0] == x.shape[0]:
         return x
     return np.ascontiguousarray(x[np.sort(first)])
