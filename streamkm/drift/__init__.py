@@ -14,7 +14,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time see __getattr__
     from streamkm.drift.bisect import BisectResult, kernel_bisect
     from streamkm.drift.controller import DriftController, SplitProposal
     from streamkm.drift.frus import feature_range, frus_centers, uniform_in_box
-    from streamkm.drift.merge import MergeChoice, smallest_ward_pair, ward_cost_matrix
+    from streamkm.drift.merge import (MergeChoice, most_redundant_pair, redundancy_matrix,
+                                      smallest_ward_pair, ward_cost_matrix)
     from streamkm.drift.monitor import SpreadMonitor
     from streamkm.drift.policy import SEEDINGS, DriftPolicy
     from streamkm.drift.reservoir import RecentRows
@@ -40,9 +41,11 @@ _PUBLIC: dict[str, str] = {
     "kernel_2means_from_labels": "streamkm.drift.two_means",
     "kernel_2means_from_pairs": "streamkm.drift.two_means",
     "kernel_bisect": "streamkm.drift.bisect",
+    "most_redundant_pair": "streamkm.drift.merge",
     "pair_count": "streamkm.drift.rtmm",
     "pair_to_serial": "streamkm.drift.rtmm",
     "pairs_to_serials": "streamkm.drift.rtmm",
+    "redundancy_matrix": "streamkm.drift.merge",
     "rscd_pairs": "streamkm.drift.rscd",
     "rtmm_pairs": "streamkm.drift.rtmm",
     "serial_to_pair": "streamkm.drift.rtmm",
@@ -55,7 +58,8 @@ _PUBLIC: dict[str, str] = {
 __all__ = ["BisectResult", "DriftController", "DriftPolicy", "MergeChoice", "RecentRows",
     "SEEDINGS", "SplitProposal", "SpreadMonitor", "TwoMeansRuns", "feature_range",
     "frus_centers", "kernel_2means_from_labels", "kernel_2means_from_pairs",
-    "kernel_bisect", "pair_count", "pair_to_serial", "pairs_to_serials", "rscd_pairs",
+    "kernel_bisect", "most_redundant_pair", "pair_count", "pair_to_serial",
+    "pairs_to_serials", "redundancy_matrix", "rscd_pairs",
     "rtmm_pairs", "serial_to_pair", "serials_to_pairs", "smallest_ward_pair",
     "uniform_in_box", "ward_cost_matrix"]
 

@@ -49,7 +49,7 @@ from streamkm._core.raw_rows import RawRows, stack_rows
 from streamkm._core.rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.bisect import kernel_bisect
 from streamkm.drift.birth import OutlierPool, birth_test, chance_flags, largest_group
-from streamkm.drift.merge import MergeChoice, smallest_ward_pair
+from streamkm.drift.merge import MergeChoice, most_redundant_pair, smallest_ward_pair
 from streamkm.drift.monitor import SpreadMonitor
 from streamkm.drift.policy import DriftPolicy
 from streamkm.drift.reservoir import RecentRows
@@ -192,8 +192,8 @@ class DriftController:
         if (self.policy.merge_below is not None
                 and self.n_observed_steps % self.policy.merge_every == 0):
             while centers.n_clusters > self.policy.k_min:
-                choice = smallest_ward_pair(centers.center_inner_products(), self._sizes())
-                if not self._redundant(choice):
+                choice = self._most_redundant(centers)
+                if choice is None:
                     break
                 event, counts = self._merge(choice, step, centers, counts, reason="redundant")
                 events.append(event)
@@ -294,14 +294,15 @@ class DriftController:
     def _sizes(self) -> np.ndarray:
         return np.nan_to_num(self.monitor.recent_size, nan=0.0)
 
-    def _redundant(self, choice: MergeChoice) -> bool:
-        """Keeping the pair apart saves < ``merge_below`` of its merged SSE (per batch)."""
-        pair = [choice.a, choice.b]
-        sse = self._sizes()[pair] * self.monitor.ewma[pair]
-        if np.isnan(sse).any():
-            return False
-        total = choice.cost + float(sse.sum())
-        return total > 0 and choice.cost / total < float(self.policy.merge_below)
+    def _most_redundant(self, centers: Any) -> Any:
+        """The pair whose separation saves the smallest share of its merged SSE (per batch),
+        if that share is below ``merge_below``; else None."""
+        sizes = self._sizes()
+        found = most_redundant_pair(centers.center_inner_products(), sizes,
+                                    sizes * self.monitor.ewma)
+        if found is None or found[1] >= float(self.policy.merge_below):
+            return None
+        return found[0]
 
     def propose_split(self, j: int, kernel: KernelSpec) -> SplitProposal | None:
         """Bisect cluster j's window; None when it holds fewer than ``min_reservoir`` rows."""

@@ -15,7 +15,8 @@ import numpy as np
 from streamkm.batch.ward import ward_cost
 from streamkm.exceptions import ValidationError
 
-__all__ = ["MergeChoice", "ward_cost_matrix", "smallest_ward_pair"]
+__all__ = ["MergeChoice", "most_redundant_pair", "redundancy_matrix", "ward_cost_matrix",
+           "smallest_ward_pair"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,42 @@ def smallest_ward_pair(center_inner: np.ndarray, sizes: np.ndarray) -> MergeChoi
     flat = int(np.argmin(upper))
     a, b = divmod(flat, k)
     return MergeChoice(a=int(a), b=int(b), cost=float(upper[a, b]))
+
+
+def redundancy_matrix(center_inner: np.ndarray, sizes: np.ndarray,
+                      sse: np.ndarray) -> np.ndarray:
+    """Share of each pair's merged SSE that keeping the two apart saves, shape (k, k).
+
+    cost / (cost + SSE_a + SSE_b), ``cost`` the pair's Ward cost: 0 for two clusters with
+    the same center, near 1 for two tight clusters far apart. +inf on the diagonal and for
+    a pair whose SSE is unknown (NaN) or whose merged SSE is 0.
+    """
+    cost = ward_cost_matrix(center_inner, sizes)
+    e = np.asarray(sse, dtype=np.float64)
+    if e.shape != cost.shape[:1]:
+        raise ValidationError(f"sse must have shape ({cost.shape[0]},) to match sizes, "
+                              f"got {e.shape!r}")
+    total = cost + e[:, None] + e[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = cost / total
+    share = np.where(np.isfinite(share) & (total > 0), share, np.inf)
+    np.fill_diagonal(share, np.inf)
+    return share
+
+
+def most_redundant_pair(center_inner: np.ndarray, sizes: np.ndarray,
+                        sse: np.ndarray) -> tuple[MergeChoice, float] | None:
+    """The pair (a, b), a < b, whose separation saves the smallest share of its merged SSE
+    (:func:`redundancy_matrix`; the first in row order on ties) and that share; None when
+    no pair has a known share."""
+    share = redundancy_matrix(center_inner, sizes, sse)
+    k = share.shape[0]
+    if k < 2:
+        raise ValidationError(f"need at least 2 clusters to merge, got {k}")
+    upper = np.where(np.triu(np.ones((k, k), dtype=bool), 1), share, np.inf)
+    flat = int(np.argmin(upper))
+    a, b = divmod(flat, k)
+    if not np.isfinite(upper[a, b]):
+        return None
+    cost = ward_cost_matrix(center_inner, sizes)[a, b]
+    return MergeChoice(a=int(a), b=int(b), cost=float(cost)), float(upper[a, b])

@@ -12,6 +12,8 @@ from streamkm.drift import (
     DriftPolicy,
     RecentRows,
     SpreadMonitor,
+    most_redundant_pair,
+    redundancy_matrix,
     smallest_ward_pair,
     ward_cost_matrix,
 )
@@ -175,6 +177,47 @@ def test_ward_cost_matrix_empty_clusters_cost_nothing() -> None:
     assert cost[0, 1] == 0.0 and cost[0, 2] == 0.0 and np.isinf(cost[1, 1])
     with pytest.raises(ValidationError, match="shape"):
         ward_cost_matrix(np.eye(2), np.ones(3))
+
+
+def test_most_redundant_pair_matches_brute_force_share_of_merged_sse() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        k = int(rng.integers(2, 7))
+        c = rng.normal(size=(k, 3))
+        sizes = rng.uniform(0.5, 50.0, size=k)
+        sse = sizes * rng.uniform(0.1, 2.0, size=k)
+        choice, share = most_redundant_pair(c @ c.T, sizes, sse)
+
+        def pair_share(a: int, b: int) -> float:
+            cost = sizes[a] * sizes[b] / (sizes[a] + sizes[b]) * np.sum((c[a] - c[b]) ** 2)
+            return cost / (cost + sse[a] + sse[b])
+
+        best = min((pair_share(a, b), a, b) for a in range(k) for b in range(a + 1, k))
+        assert (choice.a, choice.b) == (best[1], best[2])
+        assert share == pytest.approx(best[0], rel=1e-9)
+
+
+def test_most_redundant_pair_is_not_the_cheapest_ward_pair() -> None:
+    # two tight one-row clusters side by side are the cheapest Ward pair but are distinct;
+    # two broad clusters whose centers are close together are the redundant pair
+    c = np.array([[0.0, 0.0], [2.0, 0.0], [30.0, 0.0], [31.0, 0.0]])
+    sizes = np.array([100.0, 100.0, 1.0, 1.0])
+    sse = np.array([2000.0, 2000.0, 0.001, 0.001])
+    ward = smallest_ward_pair(c @ c.T, sizes)
+    assert (ward.a, ward.b) == (2, 3)
+    choice, share = most_redundant_pair(c @ c.T, sizes, sse)
+    assert (choice.a, choice.b) == (0, 1)
+    assert share == pytest.approx(200.0 / 4200.0)
+    assert choice.cost == pytest.approx(200.0)
+
+
+def test_redundancy_skips_pairs_with_unknown_spread() -> None:
+    c = np.array([[0.0], [1.0], [5.0]])
+    share = redundancy_matrix(c @ c.T, np.ones(3), np.array([np.nan, 1.0, 1.0]))
+    assert np.isinf(share[0, 1]) and np.isinf(share[0, 2]) and np.isfinite(share[1, 2])
+    assert most_redundant_pair(c[:2] @ c[:2].T, np.ones(2), np.array([np.nan, 1.0])) is None
+    with pytest.raises(ValidationError, match="sse must have shape"):
+        redundancy_matrix(np.eye(2), np.ones(2), np.ones(3))
 
 
 # ---------------------------------------------------------------------- center stores
