@@ -59,13 +59,18 @@ def ward_cost_matrix(center_inner: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def smallest_ward_pair(center_inner: np.ndarray, sizes: np.ndarray) -> MergeChoice:
     """The pair (a, b), a < b, of smallest Ward cost (the first in row order on ties)."""
     cost = ward_cost_matrix(center_inner, sizes)
-    k = cost.shape[0]
+    a, b = _smallest_pair(cost)
+    return MergeChoice(a=a, b=b, cost=float(cost[a, b]))
+
+
+def _smallest_pair(matrix: np.ndarray) -> tuple[int, int]:
+    """(a, b), a < b, of the smallest entry above the diagonal (the first in row order)."""
+    k = matrix.shape[0]
     if k < 2:
         raise ValidationError(f"need at least 2 clusters to merge, got {k}")
-    upper = np.where(np.triu(np.ones((k, k), dtype=bool), 1), cost, np.inf)
-    flat = int(np.argmin(upper))
-    a, b = divmod(flat, k)
-    return MergeChoice(a=int(a), b=int(b), cost=float(upper[a, b]))
+    upper = np.where(np.triu(np.ones((k, k), dtype=bool), 1), matrix, np.inf)
+    a, b = divmod(int(np.argmin(upper)), k)
+    return int(a), int(b)
 
 
 def redundancy_matrix(center_inner: np.ndarray, sizes: np.ndarray,
@@ -95,13 +100,8 @@ def most_redundant_pair(center_inner: np.ndarray, sizes: np.ndarray,
     (:func:`redundancy_matrix`; the first in row order on ties) and that share; None when
     no pair has a known share."""
     share = redundancy_matrix(center_inner, sizes, sse)
-    k = share.shape[0]
-    if k < 2:
-        raise ValidationError(f"need at least 2 clusters to merge, got {k}")
-    upper = np.where(np.triu(np.ones((k, k), dtype=bool), 1), share, np.inf)
-    flat = int(np.argmin(upper))
-    a, b = divmod(flat, k)
-    if not np.isfinite(upper[a, b]):
+    a, b = _smallest_pair(share)
+    if not np.isfinite(share[a, b]):
         return None
     cost = ward_cost_matrix(center_inner, sizes)[a, b]
-    return MergeChoice(a=int(a), b=int(b), cost=float(cost)), float(upper[a, b])
+    return MergeChoice(a=a, b=b, cost=float(cost)), float(share[a, b])
