@@ -20,7 +20,7 @@ from typing import Any
 
 from streamkm.exceptions import ConfigError
 
-from .kafka_common import CONFIG_FAILURE, RETRY_FAILURE
+from .kafka_common import CONFIG_FAILURE, RETRY_FAILURE, silence_kafka_python_logs
 
 __all__ = ["import_confluent", "confluent_failure", "common_properties", "check_properties",
            "BrokerStates", "STATS_INTERVAL_MS", "MISSING_EXTRA"]
@@ -81,6 +81,7 @@ def common_properties(kafka: Any) -> dict[str, Any]:
                                         kafka.reconnect_backoff_ms),
         "ssl.endpoint.identification.algorithm": "https" if kafka.ssl_check_hostname else "none",
         "statistics.interval.ms": STATS_INTERVAL_MS,
+        "logger": silence_kafka_python_logs("librdkafka"),
     }
     if kafka.sasl_mechanism is not None:
         props["sasl.mechanism"] = kafka.sasl_mechanism

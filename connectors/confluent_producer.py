@@ -14,6 +14,7 @@ them when asked.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from streamkm.logs import log_event
@@ -60,6 +61,19 @@ class DeliveryFuture:
         return self._done and self.exception is not None
 
 
+def _fenced(exc: BaseException) -> bool:
+    """Whether ``exc`` leaves the producer unusable: a fatal error, or the broker's word
+    that a newer producer took its transactional id (which librdkafka reports as abortable,
+    but the abort's ``EndTxn`` is refused too)."""
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError):
+        return False
+    return error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                             KafkaError.INVALID_PRODUCER_EPOCH)
+
+
 class ConfluentProducer:
     """A confluent-kafka ``Producer`` with the calls the sinks make of a producer.
 
@@ -74,15 +88,32 @@ class ConfluentProducer:
     def __init__(self, properties: dict[str, Any], *, timeout_s: float = 30.0) -> None:
         ck = import_confluent()
         self._timeout_s = timeout_s
+        self._fatal: BaseException | None = None  # a fatal error of the producer
         self.states = BrokerStates("producer-metrics")
         self._producer = ck.Producer({**properties, "stats_cb": self.states.on_stats,
                                       "error_cb": self._on_error})
 
     def _on_error(self, error: Any) -> None:
-        from confluent_kafka import KafkaError
+        from confluent_kafka import KafkaError, KafkaException
 
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             self.states.set_down()
+        if error.fatal() and self._fatal is None:
+            self._fatal = KafkaException(error)
+
+    def _transactional(self, call: Any, *args: Any) -> None:
+        """Run a transactional call; remember a fatal error (fenced: the producer can do
+        nothing more, not even abort)."""
+        from confluent_kafka import KafkaException
+
+        if self._fatal is not None:
+            raise self._fatal
+        try:
+            call(*args)
+        except KafkaException as exc:
+            if _fenced(exc):
+                self._fatal = exc
+            raise
 
     def serve(self) -> None:
         """Run the delivery callbacks that are ready (without waiting)."""
@@ -125,11 +156,11 @@ class ConfluentProducer:
 
     def init_transactions(self) -> None:
         """Register the transactional id with its coordinator (fences earlier producers)."""
-        self._producer.init_transactions(self._timeout_s)
+        self._transactional(self._producer.init_transactions, self._timeout_s)
 
     def begin_transaction(self) -> None:
         """Start a transaction."""
-        self._producer.begin_transaction()
+        self._transactional(self._producer.begin_transaction)
 
     def send_offsets_to_transaction(self, offsets: dict[Any, Any], group: Any) -> None:
         """Add the consumed ``offsets`` (``{(topic, partition): offset}``) of ``group`` (the
@@ -138,15 +169,15 @@ class ConfluentProducer:
 
         positions = [TopicPartition(tp[0], tp[1], int(getattr(om, "offset", om)))
                      for tp, om in offsets.items()]
-        self._producer.send_offsets_to_transaction(positions, group)
+        self._transactional(self._producer.send_offsets_to_transaction, positions, group)
 
     def commit_transaction(self) -> None:
         """Commit the open transaction."""
-        self._producer.commit_transaction()
+        self._transactional(self._producer.commit_transaction)
 
     def abort_transaction(self) -> None:
         """Abort the open transaction."""
-        self._producer.abort_transaction()
+        self._transactional(self._producer.abort_transaction)
 
     def close(self, timeout: float = 0) -> None:
         """Deliver what is queued within ``timeout`` seconds; with ``timeout=0`` drop it
@@ -159,6 +190,19 @@ class ConfluentProducer:
                 self._producer.flush(0)
         except Exception as exc:  # noqa: BLE001 - a closing producer must not raise
             log_event(_log, "warning", "kafka_producer_close_failed", error=repr(exc))
+        # librdkafka's close aborts an open transaction first and waits for the coordinator
+        # without a bound (a fenced producer's EndTxn may never be answered): it runs on a
+        # daemon thread, left behind after the wait.
+        closer = threading.Thread(target=self._close_quietly, daemon=True,
+                                  name="streamkm-kafka-producer-close")
+        closer.start()
+        closer.join(max(timeout or 0.0, 1.0))
+        if closer.is_alive():
+            log_event(_log, "warning", "kafka_producer_close_failed",
+                      error="librdkafka did not close the producer within "
+                            f"{max(timeout or 0.0, 1.0)!r} s; left closing")
+
+    def _close_quietly(self) -> None:
         try:
             self._producer.close()
         except Exception:  # noqa: BLE001 - already closed

@@ -75,14 +75,16 @@ def split_part_key(key: str) -> tuple[str, int]:
     return topic, int(number)
 
 
-def silence_kafka_python_logs() -> None:
-    """Keep kafka-python's own (plain-text, very chatty during outages) log lines off stderr
-    unless the application configured the ``kafka`` logger; streamkm logs its own
-    ``kafka_*`` events instead."""
-    logger = logging.getLogger("kafka")
+def silence_kafka_python_logs(name: str = "kafka") -> logging.Logger:
+    """Keep a Kafka client's own (plain-text, very chatty during outages) log lines off
+    stderr unless the application configured its logger (``kafka`` for kafka-python,
+    ``librdkafka`` for confluent-kafka); streamkm logs its own ``kafka_*`` events instead.
+    Returns that logger."""
+    logger = logging.getLogger(name)
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
         logger.propagate = False
+    return logger
 
 
 def broker_connected(client: Any, metric_group: str) -> bool:
