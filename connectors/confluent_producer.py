@@ -130,9 +130,17 @@ class ConfluentProducer:
         KafkaException
             The message cannot be queued (e.g. the producer was fenced).
         """
+        from confluent_kafka import KafkaException
+
         future = DeliveryFuture(self)
-        self._producer.produce(topic, value=value, key=key, headers=headers or None,
-                               on_delivery=future._report)
+        try:
+            self._producer.produce(topic, value=value, key=key, headers=headers or None,
+                                   on_delivery=future._report)
+        except KafkaException as exc:
+            self._producer.poll(0)  # the error callback names a fatal error's cause
+            if self._fatal is not None and self._fatal is not exc:
+                raise self._fatal from exc
+            raise
         self._producer.poll(0)
         return future
 
@@ -211,7 +219,9 @@ class ConfluentProducer:
 
 def confluent_producer_properties(sinks: Any, kafka: Any) -> dict[str, Any]:
     """librdkafka producer properties of the ``[sinks]`` and ``[kafka]`` sections."""
-    props: dict[str, Any] = {"linger.ms": 5, **common_properties(kafka),
+    # murmur2: the partition of a key is kafka-python's (and the Java client's)
+    props: dict[str, Any] = {"linger.ms": 5, "partitioner": "murmur2_random",
+                             **common_properties(kafka),
                              "message.timeout.ms": max(sinks.flush_timeout_ms, 1000)}
     if kafka.transactional_id is not None:
         props.update({"transactional.id": kafka.transactional_id,
