@@ -111,6 +111,10 @@ def check_properties(role: str, properties: dict[str, Any]) -> None:
     The check creates a client that connects to nothing and closes it at once."""
     if not properties:
         return
+    strategy = str(properties.get("partition.assignment.strategy", ""))
+    if role == "consumer" and "cooperative" in strategy:
+        raise ValueError(f"kafka.consumer.partition.assignment.strategy = {strategy!r}: the "
+                         f"source assigns whole (eager) assignments; use range or roundrobin")
     ck = import_confluent()
     conf = {**{k: v for k, v in properties.items()}, "log_level": 0}
     try:

@@ -26,13 +26,11 @@ What differs is how the client is driven:
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from kafka import TopicPartition
 
-from streamkm.logs import log_event
 from streamkm.sources import UNDECODABLE_RECORD
 
 from .confluent_common import BrokerStates, common_properties, confluent_failure, import_confluent
@@ -48,7 +46,6 @@ from .kafka_source import (
 __all__ = ["ConfluentKafkaSource", "ConfluentPartition", "confluent_source_from_config",
            "THROUGHPUT_PROPERTIES"]
 
-_log = logging.getLogger("streamkm.kafka")
 
 #: librdkafka's fetch settings the service starts from (``[kafka.consumer]`` overrides them):
 #: the same as the kafka-python source's (:data:`~streamkm_connectors.kafka_source.THROUGHPUT_CONSUMER_SETTINGS`),
@@ -285,6 +282,8 @@ class ConfluentKafkaSource(KafkaSource):
         if consumer is None:
             time.sleep(min(timeout_s, self._client.seconds_to_next_attempt()))
             return 0
+        from confluent_kafka import KafkaException
+
         raw = consumer.raw
         self._settle_released(consumer)
         taken, limit = 0, self._intake()
@@ -302,7 +301,7 @@ class ConfluentKafkaSource(KafkaSource):
                     break
                 limit = min(self.max_poll_records, room)
                 messages = raw.consume(num_messages=limit, timeout=0)
-        except Exception as exc:  # noqa: BLE001 - KafkaException, closed consumer
+        except (KafkaException, RuntimeError) as exc:  # transport; a closed consumer
             self._log_poll_error(exc)
             time.sleep(min(timeout_s, 0.1))
         self._client.probe("consumer-metrics")
@@ -336,16 +335,9 @@ class ConfluentKafkaSource(KafkaSource):
             return None
         return int(high) if high >= 0 else None
 
-    def commit(self, positions: dict[str, dict[str, Any]]) -> None:
-        """Commit the offsets of ``positions`` for the partitions assigned right now:
-        synchronously while partitions are revoked, else asynchronously (nothing during a
-        loss of membership, nor with transactional outputs)."""
-        if self._losing or not self._assigned or self.replay_committed:
-            return
-        offsets = self._next_offsets(positions)
-        if not offsets:
-            return
-        self._last_commit = offsets
+    def _send_commit(self, offsets: dict[Any, Any]) -> None:
+        """Commit ``offsets``: synchronously while partitions are revoked (the group sees
+        them before another member takes the partitions over), else asynchronously."""
         self._commit(offsets, wait=self._revoking)
 
     def _commit(self, offsets: dict[Any, int], *, wait: bool) -> None:
@@ -382,24 +374,11 @@ class ConfluentKafkaSource(KafkaSource):
     def _group_metadata(consumer: Any) -> Any:
         return consumer.raw.consumer_group_metadata()
 
-    def close(self) -> None:
-        """Commit the last checkpointed offsets synchronously, leave the group, close."""
-        self._listener = None
-        consumer = self.consumer
-        if consumer is None:
-            return
-        assigned = set(self._assigned)
-        final = {tp: offset for tp, offset in self._last_commit.items() if tp in assigned}
-        if final and not self._losing:
-            self._commit(final, wait=True)
-        try:
-            consumer.raw.close()
-        except Exception as exc:  # noqa: BLE001
-            log_event(_log, "warning", "kafka_close_failed", error=repr(exc))
-        self._client.client = None
-        self._in_group = False
-        self._assigned = []
-        self._parts.clear()
+    def _commit_and_wait(self, offsets: dict[Any, Any]) -> None:
+        self._commit(offsets, wait=True)
+
+    def _close_consumer(self, consumer: Any) -> None:
+        consumer.raw.close()
 
 
 def confluent_source_from_config(source: Any, kafka: Any, metrics: Any = None

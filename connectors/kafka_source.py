@@ -515,9 +515,12 @@ class KafkaSource:
         if not offsets:
             return
         self._last_commit = offsets
-        consumer = self.consumer
+        self._send_commit(offsets)
+
+    def _send_commit(self, offsets: dict[Any, Any]) -> None:
+        """Commit ``offsets`` (from :meth:`_offsets_to_commit`) asynchronously."""
         try:
-            consumer.commit_async(offsets, callback=self._commit_done)
+            self.consumer.commit_async(offsets, callback=self._commit_done)
         except Exception as exc:  # noqa: BLE001 - commits are advisory; retried next checkpoint
             self._commit_done(offsets, exc)
 
@@ -560,13 +563,9 @@ class KafkaSource:
         assigned = set(self._assigned)
         final = {tp: om for tp, om in self._last_commit.items() if tp in assigned}
         if final and not self._losing:
-            try:
-                consumer.commit(final, timeout_ms=self.commit_timeout_ms)
-                self._commit_done(final, None)
-            except Exception as exc:  # noqa: BLE001
-                self._commit_done(final, exc)
+            self._commit_and_wait(final)
         try:
-            consumer.close(autocommit=False, timeout_ms=self.commit_timeout_ms)
+            self._close_consumer(consumer)
         except Exception as exc:  # noqa: BLE001
             log_event(_log, "warning", "kafka_close_failed", error=repr(exc))
         self._client.client = None
@@ -575,6 +574,18 @@ class KafkaSource:
         self._parts.clear()
 
     # ------------------------------------------------------------------ internals
+
+    def _commit_and_wait(self, offsets: dict[Any, Any]) -> None:
+        """Commit ``offsets`` synchronously (the last commit, at :meth:`close`)."""
+        try:
+            self.consumer.commit(offsets, timeout_ms=self.commit_timeout_ms)
+            self._commit_done(offsets, None)
+        except Exception as exc:  # noqa: BLE001
+            self._commit_done(offsets, exc)
+
+    def _close_consumer(self, consumer: Any) -> None:
+        """Leave the group and close the consumer."""
+        consumer.close(autocommit=False, timeout_ms=self.commit_timeout_ms)
 
     def _next_offsets(self, positions: dict[str, dict[str, Any]]) -> dict[Any, int]:
         """The next offset of every assigned partition with one in ``positions``."""

@@ -18,7 +18,7 @@ from streamkm.config.schema import config_from_mapping
 from streamkm.io.batcher import Batcher
 from streamkm.io.decoding import RecordDecoder
 from streamkm_connectors.registration import kafka_source
-from tests.connectors.conftest import client_tag
+from tests.connectors.conftest import PartitionBuilder, client_tag
 from tests.helpers.kafka_broker import (
     DIM,
     FAST_GROUP,
@@ -31,22 +31,6 @@ from tests.helpers.kafka_broker import (
 pytestmark = pytest.mark.kafka
 
 N_PARTITIONS, PER_PARTITION, BATCH, MAX_POLL = 4, 1500, 1024, 200
-
-
-class _Builder:
-    """The service's side of the assignment: builds every assigned partition at once."""
-
-    def __init__(self) -> None:
-        self.source: Any = None
-        self.parts: dict[str, Any] = {}
-
-    def on_assigned(self, part_keys: list[str]) -> None:
-        for key in part_keys:
-            self.parts[key] = self.source.build_part(key, None)
-
-    def on_revoked(self, part_keys: list[str], *, lost: bool) -> None:
-        for key in part_keys:
-            self.parts.pop(key, None)
 
 
 class _CountingDecoder(RecordDecoder):
@@ -72,8 +56,7 @@ def test_one_poll_takes_what_was_fetched_and_a_batch_is_one_decode(
         "kafka": {"bootstrap_servers": [kafka_broker.bootstrap], "client": kafka_client},
         "decoding": {"dim": DIM}, "model": {"n_clusters": 4}}, env={})
     source = kafka_source(config.source, config, None)
-    builder = _Builder()
-    builder.source = source
+    builder = PartitionBuilder(source)
     source.start(builder)
     try:
         deadline = time.monotonic() + 60
