@@ -242,7 +242,8 @@ def make_record(value: bytes | None, raw_key: bytes | None, raw_headers: Any,
     KiB kept, when the value is longer than ``max_record_bytes``)."""
     value = value if value is not None else b""
     key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
-    headers = tuple((str(k), bytes(v) if v is not None else b"") for k, v in (raw_headers or ()))
+    headers = (tuple((str(k), bytes(v) if v is not None else b"") for k, v in raw_headers)
+               if raw_headers else ())
     error = None
     if len(value) > max_record_bytes:
         position["length"] = len(value)
