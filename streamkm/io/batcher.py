@@ -4,8 +4,9 @@ A batch closes when it holds ``batch_size`` valid records or when ``max_wait`` h
 since it opened, whichever comes first (but never with fewer valid records than
 ``min_valid``, which is ``n_clusters`` until the model is initialised). Partitions are
 visited in a fixed round-robin order (sorted keys, a pointer that is part of the
-checkpoint) and each visit asks for a share of what the batch still needs, so that for
-input already on disk the batch boundaries are the same on every run. A round's records
+checkpoint) and each visit asks for an equal share of what the batch still needs among the
+partitions left in the round, so that for input already on disk the batch boundaries are
+the same on every run, and buffered input fills a batch in one round. A round's records
 (one share from every partition) are decoded together, in one call.
 """
 
@@ -181,13 +182,17 @@ class Batcher:
             # One round: a share from every partition, then one decode of all of it.
             records: list[RawRecord] = []
             t0 = time.perf_counter()
-            for _ in range(n_parts):
+            for visited in range(n_parts):
                 need = full - n_valid - len(records)
                 if need <= 0:
                     break
                 key = self.keys[self.next_part]
                 self.next_part = (self.next_part + 1) % n_parts
-                records.extend(self._read(self.parts[key], math.ceil(need / n_parts)))
+                # an equal share of what is still needed among the partitions left in this
+                # round: a partition with less leaves the rest to the others, so buffered
+                # input fills a batch in one round (one decode)
+                records.extend(self._read(self.parts[key],
+                                          math.ceil(need / (n_parts - visited))))
             t1 = time.perf_counter()
             read_seconds += t1 - t0
             progressed = bool(records)

@@ -10,26 +10,12 @@ from typing import Any
 import pytest
 
 from streamkm_connectors.kafka_source import KafkaSource
+from tests.connectors.conftest import PartitionBuilder
 from tests.helpers.kafka_broker import FAST_GROUP, TansuBroker, create_topics, produce
 
 pytestmark = pytest.mark.kafka
 
 TOPIC, PARTITIONS, PER_PARTITION, BOUND = "features-backpressure", 4, 1500, 200
-
-
-class Service:
-    """Builds every assigned partition fresh, as the service does on an assignment."""
-
-    def __init__(self, source: KafkaSource) -> None:
-        self.source, self.parts = source, {}
-
-    def on_assigned(self, keys: list[str]) -> None:
-        for key in keys:
-            self.parts[key] = self.source.build_part(key, None)
-
-    def on_revoked(self, keys: list[str], *, lost: bool) -> None:
-        for key in keys:
-            self.parts.pop(key, None)
 
 
 def test_a_slow_reader_gets_every_record_once_with_bounded_buffers(
@@ -41,7 +27,7 @@ def test_a_slow_reader_gets_every_record_once_with_bounded_buffers(
     source = KafkaSource(topics=[TOPIC], max_buffered_records=BOUND, consumer_settings={
         "bootstrap_servers": kafka_broker.bootstrap, "group_id": "g-backpressure",
         "auto_offset_reset": "earliest", "max_poll_records": 500, **FAST_GROUP})
-    service = Service(source)
+    service = PartitionBuilder(source)
     source.start(service)
     got: dict[str, list[int]] = {}
     try:

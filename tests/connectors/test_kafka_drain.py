@@ -2,8 +2,8 @@
 
 200,000 JSON records in 4 partitions, consumed by the service as a subprocess against the real
 broker, twice: with the default ``max_buffered_records`` (the consumer fetches faster than the
-model learns, so the source's backpressure holds its intake many times) and with a buffer
-large enough that it never does. Each run must hand every record to the model and to the
+model learns, so the source's backpressure holds its intake many times; on each Kafka
+client) and with a buffer large enough that it never does. Each run must hand every record to the model and to the
 assignments file exactly once and end with every partition's checkpointed offset at the end
 of the partition.
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.connectors.conftest import client_tag
 from tests.helpers.kafka_broker import (
     TansuBroker,
     create_topics,
@@ -49,8 +50,9 @@ def drain_topic(kafka_broker: TansuBroker) -> str:
     return TOPIC
 
 
-def _config(folder: Path, bootstrap: str, group: str, source_extra: str = "") -> Path:
-    """Service defaults except where the records come from and go to."""
+def _config(folder: Path, bootstrap: str, group: str, source_extra: str = "",
+            client: str = "kafka-python") -> Path:
+    """Service defaults except where the records come from and go to (and the client)."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "streamkm.toml"
     config.write_text(f"""
@@ -61,6 +63,7 @@ group_id = "{group}"
 {source_extra}
 [kafka]
 bootstrap_servers = ["{bootstrap}"]
+client = "{client}"
 [decoding]
 dim = 2
 [model]
@@ -79,11 +82,11 @@ port = 0
     return config
 
 
-def _drain(folder: Path, bootstrap: str, group: str, source_extra: str = ""
-           ) -> dict[str, float]:
+def _drain(folder: Path, bootstrap: str, group: str, source_extra: str = "",
+           client: str = "kafka-python") -> dict[str, float]:
     """Run the service until it has read every record, stop it (the final checkpoint); its
     metrics just before the stop."""
-    config = _config(folder, bootstrap, group, source_extra)
+    config = _config(folder, bootstrap, group, source_extra, client)
     log = folder / "service.log"
     proc = start_service(config, log)
     try:
@@ -135,8 +138,9 @@ def _assert_every_record_assigned_once(folder: Path) -> None:
 
 
 def test_defaults_drain_the_topic_while_backpressure_holds_the_intake(
-        kafka_broker: TansuBroker, drain_topic: str, tmp_path: Path) -> None:
-    metrics = _drain(tmp_path, kafka_broker.bootstrap, "g-drain-defaults")
+        kafka_broker: TansuBroker, drain_topic: str, kafka_client: str, tmp_path: Path) -> None:
+    metrics = _drain(tmp_path, kafka_broker.bootstrap,
+                     f"g-drain-defaults-{client_tag(kafka_client)}", client=kafka_client)
     _assert_every_record_assigned_once(tmp_path)
     assert metrics["streamkm_kafka_backpressure_total"] >= 1
 

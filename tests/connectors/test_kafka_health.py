@@ -1,7 +1,7 @@
 """``/readyz`` and the lag of a Kafka-source ``streamkm run`` against a real broker (Tansu
 behind a TCP proxy that can cut it off): not ready while the broker is unreachable (alive
 all along), ready once the consumer is connected and in its group, not ready again when the
-broker goes away; the lag is exported in records, never in bytes."""
+broker goes away; the lag is exported in records, never in bytes. On each Kafka client."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def probe(url: str) -> tuple[int, dict[str, Any]]:
         return exc.code, json.loads(exc.read())
 
 
-def test_readiness_follows_the_broker_and_lag_is_in_records(tmp_path: Path) -> None:
+def test_readiness_follows_the_broker_and_lag_is_in_records(kafka_client: str,
+                                                            tmp_path: Path) -> None:
     proxy_port = free_port()
     bootstrap = f"127.0.0.1:{proxy_port}"
     broker = start_tansu(tmp_path / "tansu.log", advertised_port=proxy_port)
@@ -49,7 +50,7 @@ def test_readiness_follows_the_broker_and_lag_is_in_records(tmp_path: Path) -> N
         produce(bootstrap, TOPIC, [(f"k{i}".encode(), valid_value(i), i % 2)
                                    for i in range(200)])
         config = write_config(tmp_path, bootstrap, topic=TOPIC, group="g-health",
-                              out_prefix=f"{TOPIC}-out", metrics_port=0)
+                              out_prefix=f"{TOPIC}-out", metrics_port=0, client=kafka_client)
         log = tmp_path / "service.log"
         proc = start_service(config, log)
         wait_until(lambda: metrics_url(log) is not None, 60, "the listener", [proc])

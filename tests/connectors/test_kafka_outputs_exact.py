@@ -1,4 +1,4 @@
-"""Kafka outputs under crashes: the documented reader rule is exact.
+"""Kafka outputs under crashes: the documented reader rule is exact (on each Kafka client).
 
 The service (a real ``streamkm run`` subprocess) reads a topic that a producer keeps
 writing to, and is killed with SIGKILL several times while it does. Assignments are written
@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.connectors.conftest import client_tag
 from tests.helpers.kafka_broker import (
     TansuBroker,
     create_topics,
@@ -36,13 +37,13 @@ pytestmark = pytest.mark.kafka
 
 @pytest.mark.slow
 def test_sigkill_while_producing_last_assignment_per_id_is_exact(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    topic = "exact-kill"
+        kafka_broker: TansuBroker, kafka_client: str, tmp_path: Path) -> None:
+    topic = f"exact-kill-{client_tag(kafka_client)}"
     out = f"{topic}-out"
     create_topics(kafka_broker.bootstrap, {topic: 3, f"{out}-assignments": 3,
                                            f"{out}-events": 1, f"{out}-dlq": 1})
-    config = write_config(tmp_path, kafka_broker.bootstrap, topic=topic, group="g-exact",
-                          out_prefix=out, batch_size=20)
+    config = write_config(tmp_path, kafka_broker.bootstrap, topic=topic, group=f"g-{topic}",
+                          out_prefix=out, batch_size=20, client=kafka_client)
     log = tmp_path / "service.log"
     producer = PacedProducer(kafka_broker.bootstrap, topic, minimum=1500)  # ~150 records/s
     producer.start()

@@ -1,4 +1,5 @@
-"""The service as a subprocess against a real Kafka-protocol broker (Tansu).
+"""The service as a subprocess against a real Kafka-protocol broker (Tansu), on each Kafka
+client library (``[kafka] client``).
 
 * all records of a 3-partition topic are consumed, poison messages go to the dead-letter
   topic with reason headers, keys and headers reach the assignments, metrics move;
@@ -25,6 +26,7 @@ from tests.helpers.kafka_broker import (
     valid_value,
     write_config,
 )
+from tests.connectors.conftest import client_tag
 from tests.helpers.processes import (
     count_events,
     kill,
@@ -56,16 +58,16 @@ def _topics(name: str) -> dict[str, int]:
 # commit that a healthy run must not have.
 @pytest.mark.alone
 def test_consumes_every_partition_dead_letters_poison_and_reports(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    topic, n_valid = "features-basic", 900
+        kafka_broker: TansuBroker, kafka_client: str, tmp_path: Path) -> None:
+    topic, n_valid = f"features-basic-{client_tag(kafka_client)}", 900
     create_topics(kafka_broker.bootstrap, _topics(topic))
     messages = [(f"k{i}".encode(), valid_value(i), i % 3) for i in range(n_valid)]
     for j, (value, _) in enumerate(POISON):  # in the middle of partitions 0..2
         messages.insert(300 + 50 * j, (f"bad{j}".encode(), value, j % 3))
     produce(kafka_broker.bootstrap, topic, messages, headers=[("trace", b"t-1")])
 
-    config = write_config(tmp_path, kafka_broker.bootstrap, topic=topic, group="g-basic",
-                          out_prefix=f"{topic}-out", metrics_port=0)
+    config = write_config(tmp_path, kafka_broker.bootstrap, topic=topic, group=f"g-{topic}",
+                          out_prefix=f"{topic}-out", metrics_port=0, client=kafka_client)
     log = tmp_path / "service.log"
     proc = start_service(config, log)
     try:
@@ -131,16 +133,16 @@ def test_consumes_every_partition_dead_letters_poison_and_reports(
 
 @pytest.mark.slow
 def test_sigkill_mid_stream_model_exactly_once_assignments_at_least_once(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    topic, n_valid = "features-kill", 3000
+        kafka_broker: TansuBroker, kafka_client: str, tmp_path: Path) -> None:
+    topic, n_valid = f"features-kill-{client_tag(kafka_client)}", 3000
     create_topics(kafka_broker.bootstrap, _topics(topic))
     produce(kafka_broker.bootstrap, topic,
             [(f"k{i}".encode(), valid_value(i), i % 3) for i in range(n_valid)])
     # Small batches and static membership so the stream lasts across several kills and a
     # restarted process takes its partitions back without waiting for the session timeout.
-    config = write_config(tmp_path, kafka_broker.bootstrap, topic=topic, group="g-kill",
-                          out_prefix=f"{topic}-out", batch_size=20,
-                          extra_source='group_instance_id = "streamkm-kill-test"')
+    config = write_config(tmp_path, kafka_broker.bootstrap, topic=topic, group=f"g-{topic}",
+                          out_prefix=f"{topic}-out", batch_size=20, client=kafka_client,
+                          extra_source=f'group_instance_id = "streamkm-kill-{topic}"')
     log = tmp_path / "service.log"
     rng = np.random.default_rng(7)
     kills = 0

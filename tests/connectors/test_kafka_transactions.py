@@ -29,6 +29,7 @@ from streamkm_connectors.kafka_sinks import (
     KafkaOutputTransaction,
 )
 from streamkm_connectors.kafka_source import KafkaSource
+from tests.connectors.conftest import client_tag
 from tests.helpers.kafka_broker import (
     FAST_GROUP,
     TansuBroker,
@@ -290,14 +291,9 @@ def _window_ids(producer: PacedProducer, before: dict[int, int], after: dict[int
 
 @pytest.mark.slow
 def test_crash_between_commit_and_checkpoint_replays_without_repeating_outputs(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    topic, group = "txn-kill", "g-txn-kill"
-    out = f"{topic}-out"
-    create_topics(kafka_broker.bootstrap, {topic: 3, f"{out}-assignments": 3,
-                                           f"{out}-events": 1, f"{out}-dlq": 1})
-    config = transactional_config(write_config(
-        tmp_path, kafka_broker.bootstrap, topic=topic, group=group, out_prefix=out,
-        batch_size=20), "streamkm-txn-kill")
+        kafka_broker: TansuBroker, kafka_client: str, tmp_path: Path) -> None:
+    topic, group, _tid, out, config = _transactional_service(kafka_broker, tmp_path, "kill",
+                                                             kafka_client)
     log = tmp_path / "service.log"
     ck, away = tmp_path / "ck", tmp_path / "ck.away"
     producer = PacedProducer(kafka_broker.bootstrap, topic, minimum=1500)
@@ -350,9 +346,11 @@ def test_crash_between_commit_and_checkpoint_replays_without_repeating_outputs(
 
 
 #: What the first ``kafka_transaction_failed`` of a fenced service says: the broker
-#: answered ``ProducerFenced``, or (Tansu, a usurper between a transaction's offsets and its
-#: ``EndTxn``: test_tansu_limit_a_fenced_commit_is_never_answered...) nothing at all.
-FENCED_ERRORS = ("ProducerFencedError", "did not answer")
+#: answered ``ProducerFenced`` (kafka-python's ``ProducerFencedError``, librdkafka's
+#: ``_FENCED`` / ``PRODUCER_FENCED``), or (Tansu, a usurper between a transaction's offsets
+#: and its ``EndTxn``: test_tansu_limit_a_fenced_commit_is_never_answered...) nothing at all.
+FENCED_ERRORS = ("ProducerFencedError", "code=_FENCED", "code=PRODUCER_FENCED",
+                 "did not answer")
 
 
 def _fence_and_wait_for_exit(proc: subprocess.Popen[bytes], log: Path, bootstrap: str,
@@ -369,24 +367,27 @@ def _fence_and_wait_for_exit(proc: subprocess.Popen[bytes], log: Path, bootstrap
     return failed[0]
 
 
-def _transactional_service(kafka_broker: TansuBroker, tmp_path: Path, name: str
-                           ) -> tuple[str, str, str, str, Path]:
-    """Topics and a transactional service config (batches of 20, 3 input partitions):
-    (topic, group, transactional id, output prefix, config path)."""
+def _transactional_service(kafka_broker: TansuBroker, tmp_path: Path, name: str,
+                           client: str) -> tuple[str, str, str, str, Path]:
+    """Topics and a transactional service config (batches of 20, 3 input partitions) on
+    the Kafka client ``client``: (topic, group, transactional id, output prefix, config
+    path)."""
+    name = f"{name}-{client_tag(client)}"
     topic, group, tid = f"txn-{name}", f"g-txn-{name}", f"streamkm-txn-{name}"
     out = f"{topic}-out"
     create_topics(kafka_broker.bootstrap, {topic: 3, f"{out}-assignments": 3,
                                            f"{out}-events": 1, f"{out}-dlq": 1})
     config = transactional_config(write_config(
         tmp_path, kafka_broker.bootstrap, topic=topic, group=group, out_prefix=out,
-        batch_size=20), tid)
+        batch_size=20, client=client), tid)
     return topic, group, tid, out, config
 
 
 @pytest.mark.slow
 def test_a_fenced_service_stops_and_its_restart_carries_on(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    topic, group, tid, out, config = _transactional_service(kafka_broker, tmp_path, "fence")
+        kafka_broker: TansuBroker, kafka_client: str, tmp_path: Path) -> None:
+    topic, group, tid, out, config = _transactional_service(kafka_broker, tmp_path, "fence",
+                                                            kafka_client)
     log = tmp_path / "service.log"
     producer = PacedProducer(kafka_broker.bootstrap, topic, minimum=900)
     producer.start()
@@ -425,11 +426,12 @@ def _records(first: int, last: int) -> list[tuple[bytes | None, bytes, int]]:
 
 @pytest.mark.slow
 def test_a_service_fenced_while_idle_stops_without_further_input(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
+        kafka_broker: TansuBroker, kafka_client: str, tmp_path: Path) -> None:
     """No record arrives after the fence, so no batch and no commit: the idle check
     (``transaction_check_interval_ms``) notices it; the restart takes the id back and
     carries on with new input."""
-    topic, group, tid, out, config = _transactional_service(kafka_broker, tmp_path, "idle")
+    topic, group, tid, out, config = _transactional_service(kafka_broker, tmp_path, "idle",
+                                                            kafka_client)
     config.write_text(config.read_text().replace(
         "[kafka]\n", "[kafka]\ntransaction_check_interval_ms = 500\n", 1))
     log = tmp_path / "service.log"

@@ -296,9 +296,10 @@ def valid_value(i: int) -> bytes:
 
 def write_config(folder: Path, bootstrap: str, *, topic: str, group: str,
                  out_prefix: str, extra_source: str = "", batch_size: int = 50,
-                 metrics_port: int | None = None) -> Path:
+                 metrics_port: int | None = None, client: str = "kafka-python") -> Path:
     """A service config consuming ``topic`` in ``group`` and writing to
-    ``<out_prefix>-assignments|events|dlq``; state under ``folder``."""
+    ``<out_prefix>-assignments|events|dlq`` on the Kafka client ``client``; state under
+    ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     metrics = (f"enabled = true\nport = {metrics_port}" if metrics_port is not None
                else "enabled = false")
@@ -316,6 +317,7 @@ poll_interval_ms = 50
 [kafka]
 bootstrap_servers = ["{bootstrap}"]
 reconnect_backoff_max_ms = 1000
+client = "{client}"
 [decoding]
 dim = {DIM}
 [model]
