@@ -3,9 +3,11 @@
 The engine scores every record on every step, so "a step without it" is the engine as it
 was before the novelty score: its package is taken from git (the newest first-parent
 ancestor of HEAD without ``streamkm/cluster/_novelty.py``, or ``--baseline-rev``) into a
-temporary folder and imported from there by one worker process; two more workers import
+temporary folder and imported from there by one worker process; more workers import
 this checkout's engine, one with ``outlier_alpha`` unset and one with
-``outlier_alpha=0.01``. All three run the same seeded batches; the parent asks them in turn
+``outlier_alpha=0.01``, and a fourth imports it with the novelty score switched off inside
+the step (no p-values, no buffer update: ``bench_novelty_cost.py``'s ``off``), the step
+without it in the engine as it is. All four run the same seeded batches; the parent asks them in turn
 (the first rotating), step after step, and each answers with the process CPU time of its
 ``steps`` steps. One thread everywhere; rbf with a fixed gamma and ``tol=0``, so every step
 updates the centers (the mode is updating, never converged).
@@ -30,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: current engine import the same one)
 CURRENT = Path(streamkm.__file__).resolve().parents[1]
 NOVELTY_MODULE = "streamkm/cluster/_novelty.py"
+#: the contender that is this engine with the novelty score switched off
+OFF = "novelty score switched off"
 
 WORKER = r'''
 import json, sys, time
@@ -43,8 +47,29 @@ for line in sys.stdin:
         means = rng.normal(scale=4.0, size=(k, d))
         def batch():
             return means[rng.integers(k, size=b)] + rng.normal(size=(b, d))
-        model = MiniBatchKernelKMeans(k, kernel="rbf", gamma=1.0 / (2 * d), tol=0.0, n_init=1,
-                                      random_state=cmd["seed"], **cmd["params"])
+        params = dict(cmd["params"])
+        estimator = MiniBatchKernelKMeans
+        if params.pop("novelty_off", False):
+            from streamkm.cluster._novelty import NoveltyScreen
+
+            class _Unscored(NoveltyScreen):  # scores nothing, keeps no distance
+                def __call__(self, labels, sq_distances):
+                    self.novelty = self.outliers = None
+                    return None
+
+            class _KeepNothing:
+                def push(self, labels, sq_distances):
+                    return None
+
+            class _Off(MiniBatchKernelKMeans):
+                def _novelty_screen(self):
+                    screen = _Unscored(self._novelty_buffers(), None, False)
+                    screen.buffers = _KeepNothing()
+                    return screen
+
+            estimator = _Off
+        model = estimator(k, kernel="rbf", gamma=1.0 / (2 * d), tol=0.0, n_init=1,
+                          random_state=cmd["seed"], **params)
         for _ in range(cmd["warmup"]):
             model.step(batch())
         out = {"ok": True}
@@ -114,18 +139,26 @@ def export_package(rev: str, into: Path) -> Path:
     return into
 
 
+def _ratios(values: list[float], reference: list[float]) -> list[float]:
+    """Median, min and max of the per-repeat ratios ``values / reference``."""
+    ratios = [a / z for a, z in zip(values, reference)]
+    return [statistics.median(ratios), min(ratios), max(ratios)]
+
+
 def measure(configs: list[tuple[int, int, int]], repeats: int, steps: int,
             baseline_rev: str | None = None, seed: int = 0) -> dict[str, Any]:
-    """CPU per record of every contender on every ``(k, b, d)`` of ``configs``; ratios are
-    medians of the per-repeat ratios to the engine before the novelty score (or, without a
-    baseline revision, to ``outlier_alpha`` unset)."""
+    """CPU per record of every contender on every ``(k, b, d)`` of ``configs``; ``ratio``:
+    medians of the per-repeat ratios to the first contender (the engine before the novelty
+    score, or without a baseline revision this engine with it switched off);
+    ``ratio_to_off``: the same to this engine with the novelty score switched off."""
     rev = baseline_rev or baseline_revision()
     rows = []
     with tempfile.TemporaryDirectory(prefix="streamkm-baseline-") as tmp:
         contenders: list[tuple[str, Path, dict[str, Any]]] = []
         if rev is not None:
             contenders.append(("before the novelty score", export_package(rev, Path(tmp)), {}))
-        contenders += [("outlier_alpha unset", CURRENT, {}),
+        contenders += [(OFF, CURRENT, {"novelty_off": True}),
+                       ("outlier_alpha unset", CURRENT, {}),
                        ("outlier_alpha=0.01", CURRENT, {"outlier_alpha": 0.01})]
         for k, b, d in configs:
             workers = [Worker(path) for _, path, _ in contenders]
@@ -141,11 +174,12 @@ def measure(configs: list[tuple[int, int, int]], repeats: int, steps: int,
                 for worker in workers:
                     worker.close()
             per_record = [[1e6 * c / (steps * b) for c in times] for times in cpu]
+            off = per_record[[name for name, _, _ in contenders].index(OFF)]
             out = []
             for (name, _, params), us in zip(contenders, per_record):
-                ratios = [a / z for a, z in zip(us, per_record[0])]
                 out.append({"name": name, "params": params, "us_per_record": us,
-                            "ratio": [statistics.median(ratios), min(ratios), max(ratios)]})
+                            "ratio": _ratios(us, per_record[0]),
+                            "ratio_to_off": _ratios(us, off)})
             rows.append({"k": k, "b": b, "d": d, "contenders": out})
     return {"baseline_rev": rev, "repeats": repeats, "steps": steps,
             "mode": "updating (tol=0)", "configs": rows}

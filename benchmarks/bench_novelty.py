@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="one KEEL file per family, penbased, 2,000-row generated streams")
     parser.add_argument("--repeats", type=int, default=None,
-                        help="repeats of the cost table (default 7; --quick: 5)")
+                        help="repeats of the cost table (default 21; --quick: 5)")
     parser.add_argument("--baseline-rev", default=None,
                         help="git revision of the engine before the novelty score, for the "
                              "cost table (default: the newest first-parent ancestor of HEAD "
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         results = json.loads(args.from_json.read_text())
     else:
-        results = run_all(args.quick, args.repeats or (5 if args.quick else 7),
+        results = run_all(args.quick, args.repeats or (5 if args.quick else 21),
                           args.baseline_rev)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@ one run.
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/bench_novelty_cost.py [--repeats 15]
+    .venv/bin/python benchmarks/bench_novelty_cost.py [--repeats 15] [--shape 10,1024,64]
 
 Prints the table of docs/benchmarks.md, section "Novelty cost": k = 10, b = 1024, d = 64,
 tau = 200, rbf at the median width, float64, one thread (``streamkm.num_threads(1)``, BLAS
@@ -67,10 +67,14 @@ class _KeepNothing:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--shape", default=f"{K},{B},{D}",
+                        help="clusters, batch rows and features, as K,B,D (default "
+                             f"{K},{B},{D})")
     args = parser.parse_args()
+    k, b, d = (int(v) for v in args.shape.split(","))
     with num_threads(1), bench_engine.BLAS.limit(limits=1, user_api="blas"):
         # patience past the run: every step updates (tol=0 alone lets the model converge)
-        model, stream = bench_engine.warm_model(K, B, D, np.float64, gamma="median",
+        model, stream = bench_engine.warm_model(k, b, d, np.float64, gamma="median",
                                                 patience=10**6)
         arrays, meta = model.get_state()
         models = {"off": _OffModel.from_state(arrays, meta),
@@ -81,17 +85,17 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in names}
         one, two = [], []
         rng = np.random.default_rng(0)
-        inner = rng.random((B, K))
-        diag, cc = np.ones(B), rng.random(K)
-        labels, mind = np.empty(B, np.int64), np.empty(B)
-        second, second_d = np.empty(B, np.int64), np.empty(B)
+        inner = rng.random((b, k))
+        diag, cc = np.ones(b), rng.random(k)
+        labels, mind = np.empty(b, np.int64), np.empty(b)
+        second, second_d = np.empty(b, np.int64), np.empty(b)
         reports: dict[str, object] = {}
         flagged: list[float] = []
         for name in names:  # compile before timing
-            models[name].step(stream.batch(B))
+            models[name].step(stream.batch(b))
         nc.nearest_two_centers(diag, inner, cc, labels, mind, second, second_d)
         for r in range(args.repeats):
-            x = stream.batch(B)
+            x = stream.batch(b)
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
                 times[name].append(bench_engine.cpu_timed(lambda: reports.__setitem__(
@@ -104,7 +108,7 @@ def main() -> None:
             two.append(bench_engine.cpu_timed(
                 lambda: [nc.nearest_two_centers(diag, inner, cc, labels, mind, second, second_d)
                          for _ in range(100)])[1] / 100)
-    print(f"\n### Novelty cost (rbf at the median width, k={K}, b={B}, d={D}, tau={bench_engine.TAU}, float64, "
+    print(f"\n### Novelty cost (rbf at the median width, k={k}, b={b}, d={d}, tau={bench_engine.TAU}, float64, "
           f"1 thread, every step updates; load {os.getloadavg()[0]:.2f})\n")
     print("Process CPU time per step, interleaved, median (min-max) over "
           f"{args.repeats} repeats.\n")

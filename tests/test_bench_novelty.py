@@ -189,8 +189,9 @@ def _results() -> dict:
            "flag_precision": 0.5, "novelty_one": 0.25, "systems": systems,
            "settings": {"LOF": "novelty=True"}}
     contenders = [{"name": n, "params": {}, "us_per_record": [1.0, 1.1, 1.0, 1.2, 1.0],
-                   "ratio": [r, r, r]} for n, r in (("before", 1.0), ("unset", 1.02),
-                                                     ("alpha", 1.03))]
+                   "ratio": [r, r, r], "ratio_to_off": [q, q, q]}
+                  for n, r, q in (("before", 1.0, 0.97), ("off", 1.03, 1.0),
+                                  ("unset", 1.05, 1.02), ("alpha", 1.07, 1.04))]
     return {
         "meta": {"date": "2026-01-01 00:00 UTC", "load_start": "1.0", "load_end": "2.0",
                  "wall_s": 10.0, "cpu_s": 9.0, "streamkm": "0", "quick": True, "alpha": 0.01},
@@ -224,7 +225,10 @@ def test_tables_state_the_floors_from_the_results():
     # streamkm 0.80 against IsolationForest 0.82 and HalfSpaceTrees 0.84 (not > 0.05 below)
     assert "**not met**: 0.800 against 0.840 (HalfSpaceTrees)" in floors
     assert "**met**: 0 of 1 sets" in floors
-    assert "**met**: 1.030x (1.030-1.030) at k=10, b=256, d=2" in floors
+    # the cost floor compares the step with the step of the same engine without the score
+    assert "**met**: 1.040x (1.040-1.040) at k=10, b=256, d=2" in floors
+    assert "| 10 | 256 | 2 | alpha | 1.00 (1.00-1.20) | 1.070 (1.070-1.070) " \
+           "| 1.040 (1.040-1.040) |" in text
     assert "**not met**: 1 of 2 runs" in floors  # drift run flagged 3% > 2 alpha
     assert "**met**: 1 windows after the flagged rows reached 64" in floors
     assert "| 6 | 700 | 20 | 15 | 1 of 80 | 4 | born (id 3) |" in text
@@ -284,7 +288,10 @@ def test_quick_run_scores_every_detector_and_writes_the_docs_tables(tmp_path, ca
     assert by_name["blobs+5%noise"]["systems"]["streamkm"]["auc"] > 0.9
     cost = results["cost"]
     assert [c["name"] for c in cost["configs"][0]["contenders"]] == [
-        "before the novelty score", "outlier_alpha unset", "outlier_alpha=0.01"]
+        "before the novelty score", "novelty score switched off", "outlier_alpha unset",
+        "outlier_alpha=0.01"]
+    off = cost["configs"][0]["contenders"][1]
+    assert off["ratio_to_off"] == [1.0, 1.0, 1.0]
     assert all(len(c["us_per_record"]) == 5 for c in cost["configs"][0]["contenders"])
     nm = results["new_mode"]
     assert sum(w["new_rows"] for w in nm["windows"]) == 400

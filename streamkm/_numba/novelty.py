@@ -4,7 +4,10 @@ members' squared kernel distances, and the buffers' update.
 A cluster's buffer is one row of a (k, window) ring buffer (``ring``, with ``heads`` the
 next slot to overwrite and ``sizes`` the values held; slots never written hold +inf);
 ``ordered`` holds each row sorted ascending, so its first ``sizes[j]`` entries are the
-buffer's values in order, for a binary search per record.
+buffer's values in order, for a binary search per record. :func:`push_members` keeps
+``ordered`` sorted as it writes the ring: a cluster given fewer values than the window
+merges its new values (sorted) into ``ordered`` less the values they overwrote, one pass
+over the row; only a cluster given a whole window's worth is sorted anew.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ def conformal_pvalues(labels, sq_dist, ordered, sizes, min_members, out):  # pra
 
     ``n_l = sizes[l]`` values ``ordered[l, :n_l]`` sorted ascending; a cluster holding fewer
     than ``min_members`` values (or none) gives 1.0 (not yet calibrated: never unusual).
+    Returns the number of such rows (0 once every cluster a row went to is calibrated).
     The search is branch-free (a record's distance says nothing about the next one's, so a
     branching search would mispredict half its steps).
     """
+    uncalibrated = 0
     for i in range(labels.shape[0]):
         j = labels[i]
         n = sizes[j]
         if n < min_members or n == 0:
             out[i] = 1.0
+            uncalibrated += 1
             continue
         d = np.float64(sq_dist[i])
         base = 0
@@ -37,19 +43,66 @@ def conformal_pvalues(labels, sq_dist, ordered, sizes, min_members, out):  # pra
             length -= half
         first_at_least = base + (1 if ordered[j, base] < d else 0)
         out[i] = (1.0 + (n - first_at_least)) / (n + 1.0)
-    return out
+    return uncalibrated
 
 
 @njit(cache=True, nogil=True)
-def push_members(labels, sq_dist, ring, heads, sizes, touched):  # pragma: no cover
+def push_members(labels, sq_dist, ring, ordered, heads, sizes):  # pragma: no cover
     """Append each row's distance to its cluster's ring buffer (the oldest overwritten once
-    full), in row order; ``touched[j]`` is set for every cluster that got a row."""
-    window = ring.shape[1]
-    for i in range(labels.shape[0]):
+    full; a slot never written holds +inf), in row order, and keep ``ordered`` equal to each
+    ring row sorted ascending.
+
+    A cluster given m < window values overwrites m values it held before the batch (no slot
+    twice): its new row of ``ordered`` is one merge of the old row, less the overwritten
+    values, with the new ones sorted (O(window + m log m)). A cluster given at least a
+    window's worth is sorted anew.
+    """
+    k, window = ring.shape
+    n = labels.shape[0]
+    starts = np.zeros(k + 1, dtype=np.int64)
+    for i in range(n):
+        starts[labels[i] + 1] += 1
+    for j in range(k):
+        starts[j + 1] += starts[j]
+    fill = starts[:k].copy()
+    new = np.empty(n, dtype=np.float64)
+    old = np.empty(n, dtype=np.float64)
+    for i in range(n):
         j = labels[i]
-        ring[j, heads[j]] = np.float64(sq_dist[i])
+        v = np.float64(sq_dist[i])
+        old[fill[j]] = ring[j, heads[j]]
+        new[fill[j]] = v
+        fill[j] += 1
+        ring[j, heads[j]] = v
         heads[j] = (heads[j] + 1) % window
         if sizes[j] < window:
             sizes[j] += 1
-        touched[j] = True
-    return touched
+    merged = np.empty(window, dtype=np.float64)
+    for j in range(k):
+        m = starts[j + 1] - starts[j]
+        if m == 0:
+            continue
+        if m >= window:
+            ordered[j, :] = np.sort(ring[j])
+            continue
+        added = np.sort(new[starts[j]:starts[j + 1]])
+        gone = np.sort(old[starts[j]:starts[j + 1]])
+        g = 0
+        a = 0
+        out = 0
+        for i in range(window):
+            v = ordered[j, i]
+            if g < m and v == gone[g]:  # gone is a sorted sub-multiset of the row
+                g += 1
+                continue
+            while a < m and added[a] < v:
+                merged[out] = added[a]
+                out += 1
+                a += 1
+            merged[out] = v
+            out += 1
+        while a < m:
+            merged[out] = added[a]
+            out += 1
+            a += 1
+        ordered[j, :] = merged

@@ -85,7 +85,9 @@ class NoveltyBuffers:
         fewer than :data:`MIN_MEMBERS`.
         """
         out = np.empty(labels.shape[0])
-        _nn.conformal_pvalues(labels, sq_distances, self.ordered, self.sizes, MIN_MEMBERS, out)
+        if not _nn.conformal_pvalues(labels, sq_distances, self.ordered, self.sizes,
+                                     MIN_MEMBERS, out):
+            return out  # every row's cluster is calibrated
         young = self.sizes < MIN_MEMBERS
         held = int(self.sizes.sum())
         if not young.any() or held < MIN_MEMBERS:
@@ -98,9 +100,7 @@ class NoveltyBuffers:
 
     def push(self, labels: np.ndarray, sq_distances: np.ndarray) -> None:
         """Add every row's distance to its cluster's buffer (in row order)."""
-        touched = _nn.push_members(labels, sq_distances, self.ring, self.heads, self.sizes,
-                                   np.zeros(self.ids.shape[0], dtype=bool))
-        self.ordered[touched] = np.sort(self.ring[touched], axis=1)
+        _nn.push_members(labels, sq_distances, self.ring, self.ordered, self.heads, self.sizes)
 
     def forget(self, ids: Any) -> None:
         """Empty the buffers of the clusters ``ids`` (they warm up again)."""

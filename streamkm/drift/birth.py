@@ -30,9 +30,23 @@ cluster when it holds at least ``birth_rows`` rows and
 3. it is *compact*: the median squared kernel distance of its rows to their own mean is at
    most the median of that cluster's recent members' distances (its novelty buffer).
 
+A group that passes all three must also be *apart* from that cluster (:func:`gap_test`):
+placed on the line from the cluster's center (position 0) to the group's mean (position 1),
+the cluster's recent rows and the group's must leave a gap, the middle third [1/3, 2/3)
+holding significantly fewer rows than the emptier of the outer thirds [0, 1/3) and
+[2/3, inf) (one-sided binomial test at level ``alpha`` of the middle third's share of the
+two, against 1/2). A density that only falls along the line (the edge of a Gaussian
+cluster) or only rises (the pile-up at the end of a graph kernel's leading coordinate, a
+cosine of the position along a connected cluster) puts the middle third's mass between
+those of the outer two, so a cluster's own tail is refused; a new mode is a second hump
+beyond a gap. The rows of a refused group leave the pool and join the cluster's novelty
+buffer at their distance, so the buffer learns the tail and flags it at the calibrated
+rate again.
+
 A cluster's own tail rows fail (1) (they are flagged at the rate ``alpha`` promises) and
-mostly (2) (their mean is near the center), scattered noise fails (3) (spread wider than
-a cluster), a new mode at least as tight as its nearest cluster passes all three. Pooled rows nearest to a newborn cluster join it.
+mostly (2) (their mean is near the center) or the gap test, scattered noise fails
+(3) (spread wider than a cluster), a new mode at least as tight as its nearest cluster
+passes them all. Pooled rows nearest to a newborn cluster join it.
 """
 
 from __future__ import annotations
@@ -41,13 +55,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import poisson
+from scipy.stats import binomtest, poisson
 
 from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, stack_rows
 from streamkm.kernels import KernelSpec
 
-__all__ = ["BirthTest", "OutlierPool", "birth_test", "capped_distances", "chance_flags",
-           "largest_group"]
+__all__ = ["AxisGap", "BirthTest", "OutlierPool", "birth_test", "capped_distances",
+           "gap_test", "chance_flags", "largest_group", "line_positions", "rows_in"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,30 @@ class BirthTest:
     spread: float
     member_spread: float
     chance_rows: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class AxisGap:
+    """The gap test of a group that passed :func:`birth_test`.
+
+    Attributes
+    ----------
+    bridge_rows : int
+        Rows in the middle third [1/3, 2/3) of the line from the cluster's center to the
+        group's mean.
+    side_rows : int
+        Rows in the emptier of the outer thirds, [0, 1/3) and [2/3, inf).
+    pvalue : float
+        One-sided binomial p-value of ``bridge_rows`` among ``bridge_rows + side_rows``
+        against 1/2 (1.0 when both are 0).
+    passed : bool
+        ``pvalue <= alpha``: the middle third is significantly emptier, a gap.
+    """
+
+    bridge_rows: int
+    side_rows: int
+    pvalue: float
     passed: bool
 
 
@@ -258,3 +296,52 @@ def chance_flags(alpha: float, n_rows: Any, rate: float | None = None) -> Any:
     ``alpha`` when each row is flagged with probability ``rate`` (default ``alpha``)."""
     rate = float(alpha) if rate is None else float(rate)
     return poisson.ppf(1.0 - float(alpha), rate * np.asarray(n_rows, dtype=np.float64))
+
+
+def rows_in(rows: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """Mask of the rows of ``rows`` that occur, bit for bit, among the rows of ``among``."""
+    if rows.shape[0] == 0 or among.shape[0] == 0:
+        return np.zeros(rows.shape[0], dtype=bool)
+    kind = np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))
+    a = np.ascontiguousarray(rows).view(kind).ravel()
+    b = np.ascontiguousarray(among.astype(rows.dtype, copy=False)).view(kind).ravel()
+    return np.isin(a, b)
+
+
+def line_positions(to_center: np.ndarray, to_mean: np.ndarray, offset: float) -> np.ndarray:
+    """Position of rows on the line from a center (0) to a group's mean (1) in the kernel's
+    feature space: the projection ``<x - c, m - c> / |m - c|^2``, from the rows' squared
+    distances to the center and to the mean and ``offset = |m - c|^2``."""
+    return (np.asarray(to_center, np.float64) - np.asarray(to_mean, np.float64)
+            + offset) / (2.0 * offset)
+
+
+def gap_test(positions: np.ndarray, alpha: float) -> AxisGap:
+    """Is there a gap between a cluster and a group on the line from its center (0) to the
+    group's mean (1)?
+
+    Parameters
+    ----------
+    positions : ndarray
+        :func:`line_positions` of the cluster's recent rows and the group's rows (rows at
+        negative positions, on the far side of the center, are not counted).
+    alpha : float
+        Level of the one-sided binomial test (the model's ``outlier_alpha``).
+
+    Returns
+    -------
+    AxisGap
+        The middle third's count, the emptier outer third's count, the p-value and whether
+        the middle third is significantly emptier than both outer thirds.
+    """
+    t = np.asarray(positions, dtype=np.float64)
+    t = t[np.isfinite(t) & (t >= 0.0)]
+    near = int(np.count_nonzero(t < 1.0 / 3.0))
+    far = int(np.count_nonzero(t >= 2.0 / 3.0))
+    bridge = t.shape[0] - near - far
+    side = min(near, far)
+    if bridge + side == 0:
+        return AxisGap(bridge_rows=0, side_rows=0, pvalue=1.0, passed=False)
+    pvalue = float(binomtest(bridge, bridge + side, 0.5, alternative="less").pvalue)
+    return AxisGap(bridge_rows=bridge, side_rows=side, pvalue=pvalue,
+                   passed=pvalue <= float(alpha))

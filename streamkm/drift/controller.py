@@ -23,9 +23,11 @@ After every engine step the controller
 
 4. with ``outliers`` given (the estimator's flagged rows), holds them in the outlier pool
    (:class:`~streamkm.drift.birth.OutlierPool`) and, when a group of at least
-   ``birth_rows`` of them passes :func:`~streamkm.drift.birth.birth_test`, appends a new
-   cluster at their mean (event ``born``; at ``k_max`` a ``birth_blocked`` event once
-   instead); rows leaving the pool without a birth join their cluster's novelty buffer;
+   ``birth_rows`` of them passes :func:`~streamkm.drift.birth.birth_test` and the gap
+   test (:func:`~streamkm.drift.birth.gap_test`), appends a new cluster at their mean
+   (event ``born``; at ``k_max`` a ``birth_blocked`` event once instead); the rows of a
+   group the gap test refuses (its cluster's own tail) leave the pool and join that
+   cluster's novelty buffer;
 5. with ``retire_after`` set, removes clusters that got no rows for that many steps in a
    row, most idle first, while more than ``k_min`` clusters remain (event ``retired``).
 
@@ -48,7 +50,16 @@ import numpy as np
 from streamkm._core.raw_rows import RawRows, stack_rows
 from streamkm._core.rng_state import rng_from_json_state, rng_state_to_json
 from streamkm.drift.bisect import kernel_bisect
-from streamkm.drift.birth import OutlierPool, birth_test, chance_flags, largest_group
+from streamkm.drift.birth import (
+    AxisGap,
+    OutlierPool,
+    birth_test,
+    chance_flags,
+    gap_test,
+    largest_group,
+    line_positions,
+    rows_in,
+)
 from streamkm.drift.merge import MergeChoice, most_redundant_pair, smallest_ward_pair
 from streamkm.drift.monitor import SpreadMonitor
 from streamkm.drift.policy import DriftPolicy
@@ -137,6 +148,7 @@ class DriftController:
         self.n_births = 0
         self.n_retired = 0
         self.n_births_blocked = 0
+        self.n_births_refused = 0  # groups refused by the gap test (a cluster's own tail)
         self.birth_blocked = False  # a birth_blocked event was sent since the last birth
         self.active = False  # the last step tried a bisection, split or merged
 
@@ -233,9 +245,16 @@ class DriftController:
         if not test.passed:
             return counts
         positions = test.rows
+        gap = self._gap(j, positions, centers, kernel, distances[:, j], alpha)
+        if not gap.passed:  # the cluster's own tail: its buffer learns it
+            self.n_births_refused += 1
+            self.pool.take(positions)
+            buffers.push(np.full(positions.shape[0], b, dtype=np.int64), distances[positions, j])
+            return counts
         figures = {"near": near, "sse_reduction": round(test.sse_reduction, 6),
                    "spread": round(test.spread, 6), "member_spread": round(test.member_spread, 6),
-                   "chance_rows": float(test.chance_rows)}
+                   "chance_rows": float(test.chance_rows), "bridge_rows": gap.bridge_rows,
+                   "side_rows": gap.side_rows, "gap_pvalue": float(f"{gap.pvalue:.6g}")}
         if centers.n_clusters >= self.k_max:
             self.n_births_blocked += 1
             if not self.birth_blocked:
@@ -262,6 +281,28 @@ class DriftController:
                        "rows": int(rows.shape[0]), "adopted": int(more.shape[0]),
                        "reason": "compact_outliers", **figures})
         return np.append(counts, rows.shape[0] + more.shape[0]).astype(np.int64)
+
+    def _gap(self, j: int, positions: np.ndarray, centers: Any, kernel: KernelSpec,
+             to_center: np.ndarray, alpha: float) -> AxisGap:
+        """:func:`~streamkm.drift.birth.gap_test` of the pooled rows ``positions`` and the
+        recent rows of cluster ``j`` on the line from its center to the group's mean
+        (``to_center``: every pooled row's squared distance to that center)."""
+        group = self.pool.rows[positions]
+        members = self.recent.rows[j]
+        members = members[~rows_in(members, group)]
+        rows = np.concatenate([group, members]) if members.shape[0] else group
+        sq = np.einsum("ij,ij->i", rows, rows)
+        diag = kernel.diagonal(rows)
+        n = group.shape[0]
+        cross = np.asarray(kernel.block(rows, group, x_sq=sq, y_sq=sq[:n]), np.float64)
+        to_mean = np.maximum(diag - 2.0 * cross.mean(axis=1) + cross[:n].mean(), 0.0)
+        to_c = to_center[positions]
+        if members.shape[0]:
+            to_c = np.concatenate([to_c, centers.sq_distances(members, sq[n:], diag[n:])[:, j]])
+        offset = float(to_c[:n].mean() - to_mean[:n].mean())  # |mean - center|^2
+        if not offset > 0.0:
+            return gap_test(np.empty(0), alpha)
+        return gap_test(line_positions(to_c, to_mean, offset), alpha)
 
     def _pool_distances(self, centers: Any, kernel: KernelSpec) -> np.ndarray:
         """Squared kernel distances of the pooled rows to every center, shape (n, k)."""
@@ -457,6 +498,7 @@ class DriftController:
                 "n_rejected": self.n_rejected, "n_merges": self.n_merges,
                 "n_observed_steps": self.n_observed_steps, "n_births": self.n_births,
                 "n_retired": self.n_retired, "n_births_blocked": self.n_births_blocked,
+                "n_births_refused": self.n_births_refused,
                 "birth_blocked": self.birth_blocked,
                 "n_features": self.recent.n_features, "keeps_raw": self.recent.keeps_raw,
                 "rng": rng_state_to_json(self.rng)}
@@ -478,7 +520,7 @@ class DriftController:
             capacity=policy.reservoir_size, keeps_raw=bool(meta["keeps_raw"]))
         for name in ("n_alarms", "n_splits", "n_rejected", "n_merges", "n_observed_steps"):
             setattr(ctrl, name, int(meta[name]))
-        for name in ("n_births", "n_retired", "n_births_blocked"):
+        for name in ("n_births", "n_retired", "n_births_blocked", "n_births_refused"):
             setattr(ctrl, name, int(meta.get(name, 0)))
         ctrl.birth_blocked = bool(meta.get("birth_blocked", False))
         ctrl.pool.load_arrays(arrays, _PREFIX + "pool_")

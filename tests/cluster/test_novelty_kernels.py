@@ -59,6 +59,7 @@ def test_pvalues_and_ring_buffers_match_python_lists(dtype):
     rng = np.random.default_rng(0)
     k, window, min_members = 4, 16, 5
     ring = np.full((k, window), np.inf)
+    ordered = ring.copy()
     heads = np.zeros(k, np.int64)
     sizes = np.zeros(k, np.int64)
     buffers: list[list[float]] = [[] for _ in range(k)]
@@ -67,13 +68,14 @@ def test_pvalues_and_ring_buffers_match_python_lists(dtype):
         labels = rng.integers(0, k - 1, n)  # cluster k - 1 never gets a member
         d = rng.random(n).astype(dtype)
         d[: n // 3] = np.round(d[: n // 3], 1)  # ties with buffered values
-        ordered = np.sort(ring, axis=1)
         out = np.empty(n)
-        nn.conformal_pvalues(labels, d, ordered, sizes, min_members, out)
+        uncalibrated = nn.conformal_pvalues(labels, d, ordered, sizes, min_members, out)
         np.testing.assert_array_equal(out, _reference_pvalues(labels, d, buffers, min_members))
+        assert uncalibrated == int((sizes[labels] < min_members).sum())
         assert ((out > 0) & (out <= 1)).all()
-        touched = nn.push_members(labels, d, ring, heads, sizes, np.zeros(k, dtype=bool))
-        np.testing.assert_array_equal(touched, np.isin(np.arange(k), labels))
+        nn.push_members(labels, d, ring, ordered, heads, sizes)
+        # the buffers stay sorted as they are written: the same as sorting the ring anew
+        np.testing.assert_array_equal(ordered, np.sort(ring, axis=1))
         for j, v in zip(labels, d):
             buffers[j] = (buffers[j] + [float(v)])[-window:]
         for j in range(k):
@@ -95,3 +97,21 @@ def test_branch_free_search_counts_values_at_least_d_for_every_buffer_size(n):
     nn.conformal_pvalues(np.zeros(d.shape[0], np.int64), d, ordered, np.array([n]), 1, out)
     expected = (1 + (ordered[0, :n][None, :] >= d[:, None]).sum(1)) / (n + 1)
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("per_batch", [1, 7, 63, 64, 200])
+def test_pushed_buffers_stay_sorted_when_a_cluster_gets_few_or_a_whole_window(per_batch):
+    """Fewer values than the window are merged into the sorted row, a window's worth or more
+    re-sorts it; either way the row equals the ring sorted anew (ties and +inf included)."""
+    rng = np.random.default_rng(per_batch)
+    k, window = 3, 64
+    ring = np.full((k, window), np.inf)
+    ordered = ring.copy()
+    heads = np.zeros(k, np.int64)
+    sizes = np.zeros(k, np.int64)
+    for _ in range(6):
+        labels = np.repeat(np.arange(2), per_batch)  # cluster 2 gets nothing
+        d = np.round(rng.random(labels.shape[0]), 2)  # many ties
+        nn.push_members(labels, d, ring, ordered, heads, sizes)
+        np.testing.assert_array_equal(ordered, np.sort(ring, axis=1))
+    assert np.isinf(ordered[2]).all() and sizes.tolist() == [min(6 * per_batch, window)] * 2 + [0]

@@ -15,7 +15,15 @@ import pytest
 
 from streamkm import MiniBatchKernelKMeans
 from streamkm.drift import DriftPolicy
-from streamkm.drift.birth import OutlierPool, birth_test, capped_distances, chance_flags
+from streamkm.drift.birth import (
+    AxisGap,
+    OutlierPool,
+    birth_test,
+    capped_distances,
+    chance_flags,
+    gap_test,
+    line_positions,
+)
 from streamkm.exceptions import ParameterError
 
 _spec = importlib.util.spec_from_file_location(
@@ -37,11 +45,17 @@ def test_a_new_compact_mode_is_born_once_within_five_batches_and_holds_its_rows(
     assert born["cluster_id"] == 3 and born["reason"] == "compact_outliers"
     assert born["rows"] >= 64 and born["sse_reduction"] >= 0.8
     assert born["spread"] <= born["member_spread"] and born["rows"] > born["chance_rows"]
+    assert born["gap_pvalue"] <= ALPHA and born["bridge_rows"] < born["side_rows"]
     assert run["purity"] >= 0.95 and run["recall"] >= 0.95
 
 
-@pytest.mark.parametrize("name", ["blobs", "moons", "digits"])
-@pytest.mark.parametrize("kernel", list(births.KERNELS))
+# digits with the default kernel (the anchor-graph kernel, about 11 s) runs in
+# tests/drift/test_birth_slow.py
+_INLIER_RUNS = [(name, kernel) for name in ("blobs", "moons", "digits")
+                for kernel in births.KERNELS if (name, kernel) != ("digits", "auto")]
+
+
+@pytest.mark.parametrize("name, kernel", _INLIER_RUNS)
 def test_inlier_only_streams_give_no_birth_and_stay_calibrated_with_drift_on(name, kernel):
     share, n_births = births.inlier_run(name, kernel)
     assert n_births == 0
@@ -261,3 +275,78 @@ def test_the_outlier_pool_follows_a_graph_kernel_refit_to_its_new_feature_width(
         widths.add(model._drift.pool.rows.shape[1])
     assert model.kernel_.name == "anchor"
     assert len(widths) > 1, "the kernel was not refitted to another width: nothing is tested"
+
+
+# ---------------------------------------------------------------- the gap test
+
+def test_line_positions_project_rows_onto_the_line_from_the_center_to_the_mean():
+    center, mean = np.zeros(2), np.array([2.0, 0.0])
+    rows = np.array([[1.0, 5.0], [0.0, 0.0], [2.0, -3.0], [-1.0, 0.0]])
+    to_center = ((rows - center) ** 2).sum(axis=1)
+    to_mean = ((rows - mean) ** 2).sum(axis=1)
+    np.testing.assert_allclose(line_positions(to_center, to_mean, 4.0), [0.5, 0.0, 1.0, -0.5])
+
+
+def test_gap_test_passes_a_second_hump_beyond_an_empty_middle_third():
+    rng = np.random.default_rng(5)
+    t = np.concatenate([rng.normal(0.0, 0.12, 200), rng.normal(1.0, 0.08, 64)])
+    gap = gap_test(t, ALPHA)
+    assert gap.passed and gap.pvalue <= ALPHA
+    assert gap.bridge_rows <= 2 and gap.side_rows >= 60
+
+
+def test_gap_test_refuses_a_tail_whose_density_falls_toward_the_group():
+    rng = np.random.default_rng(6)
+    t = np.abs(rng.normal(0.0, 0.45, 400))  # the edge of a Gaussian cluster
+    gap = gap_test(t, ALPHA)
+    assert not gap.passed and gap.bridge_rows > 0
+
+
+def test_gap_test_refuses_a_tail_whose_density_rises_toward_the_group():
+    # a connected cluster in a graph kernel's leading coordinate: a cosine of the position
+    # along it, whose density piles up at its end
+    rng = np.random.default_rng(7)
+    t = np.sin(rng.uniform(0.0, np.pi / 2, 400))
+    gap = gap_test(t, ALPHA)
+    assert not gap.passed and gap.bridge_rows >= gap.side_rows * 0.8
+
+
+def test_gap_test_counts_no_row_beyond_the_center_and_refuses_without_rows():
+    assert gap_test(np.array([-0.5, -2.0, np.nan]), ALPHA) == AxisGap(0, 0, 1.0, False)
+    few = gap_test(np.array([-0.1] * 50 + [1.0] * 50), ALPHA)  # no near third: no gap seen
+    assert few.side_rows == 0 and not few.passed
+
+
+def _novelty_data():
+    spec = importlib.util.spec_from_file_location(
+        "novelty_data", Path(__file__).resolve().parents[2] / "benchmarks" / "_novelty_data.py")
+    data = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, data)  # its dataclasses look their module up
+    spec.loader.exec_module(data)
+    return data
+
+
+@pytest.mark.parametrize("name", ["moons", "penbased"])
+def test_graph_kernel_tails_on_inlier_streams_are_refused_and_leave_the_pool(name):
+    """The anchor-graph kernel's leading coordinate piles a connected cluster's rows up at
+    its ends; those rows are flagged together and pass the first three birth conditions,
+    and the gap test refuses them (the inlier streams of benchmarks/bench_novelty.py)."""
+    data = _novelty_data()
+    s = (data.moons_with_noise(10_000, 0) if name == "moons"
+         else data.keel_thinned("penbased", 0))
+    keep = ~s.anomaly
+    X = data.standardise(s.X[keep])[np.random.default_rng(0).permutation(keep.sum())]
+    model = MiniBatchKernelKMeans(s.n_clusters, outlier_alpha=ALPHA, random_state=0,
+                                  drift={"k_max": 2 * s.n_clusters})
+    released = []  # (rows pooled before the step plus its flags, rows pooled after)
+    for start in range(0, X.shape[0], 500):
+        refused, pooled = ((model._drift.n_births_refused, model._drift.pool.size) if start
+                           else (0, 0))
+        report = model.step(X[start:start + 500])
+        assert not [e for e in report.events if e["event"] == "born"]
+        if model._drift.n_births_refused > refused:
+            released.append((pooled + int(report.outliers.sum()), model._drift.pool.size))
+    assert model.kernel_.name == "anchor"
+    assert released, "no group reached the gap test: nothing is tested"
+    # a refused group (at least birth_rows rows) left the pool
+    assert all(after <= before - model._drift.policy.birth_rows for before, after in released)
