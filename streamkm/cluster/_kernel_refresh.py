@@ -16,8 +16,26 @@ is the mean of the new features of its reservoir rows (a cluster no reservoir ro
 to takes the new features of the reservoir row nearest to it in the old space), and a few
 Lloyd iterations on the reservoir's new features settle them (k-means on the recent rows,
 started from the carried centers, so each cluster keeps its position and id). Counts,
-stable cluster ids, the convergence monitor and the random generator carry over. Its cost
-is one fit of the kernel on the reservoir plus preparing the reservoir rows twice.
+stable cluster ids, the convergence monitor and the random generator carry over.
+
+A refit is a proposal, not an obligation. In the same feature space (not at a re-sketch)
+the model weighs three candidates, each with the partition of the reservoir it would
+continue from:
+
+* ``"carried"``: the current kernel and centers (the partition the model has now);
+* ``"fresh"``: the kernel refitted on the reservoir, centers carried over as above;
+* ``"kept"``: the runner-up of the previous refit (the best candidate it did not adopt),
+  centers carried over the same way;
+
+and adopts the one whose partition has the lowest normalised cut of the reservoir's mutual
+``AUTO_NEIGHBORS``-nearest-neighbour graph (:func:`streamkm.kernels._auto.mutual_knn_graph`,
+one graph for every candidate: the criterion of ``gamma="auto"``). The carried kernel is
+kept unless another candidate cuts less by more than the cut's resolution, one row's share
+(k / n, :func:`streamkm.kernels._decision.decide`): a refit that cuts a shape the current
+kernel follows is not adopted, and a kernel that stopped following the shapes is replaced.
+The runner-up is kept (fitted, in the model state) for the next refit. Its cost is one fit
+of the kernel on the reservoir, the graph, and preparing the reservoir rows once per
+candidate.
 """
 
 from __future__ import annotations
@@ -31,9 +49,11 @@ from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, sta
 from streamkm.cluster._centers import ExplicitCenters, sq_norms
 from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels import KernelSpec
+from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
+from streamkm.kernels._decision import decide
 
-__all__ = ["RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "refresh_kernel", "refresh_model_kernel",
-           "refresh_reason"]
+__all__ = ["CANDIDATES", "RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "refresh_kernel",
+           "refresh_model_kernel", "refresh_reason"]
 
 #: input rows kept for refitting a graph kernel (the refresh's landmarks)
 RESERVOIR_ROWS = 4096
@@ -41,6 +61,10 @@ _PREFIX = "kernel_reservoir_"
 #: Lloyd iterations on the reservoir in the new feature space, started from the carried
 #: centers (fewer when the assignment stops changing)
 REFINE_ITERATIONS = 20
+#: the candidates of a refit, the reference (kept on ties) first, then in the order ties
+#: between the others are broken
+CANDIDATES = ("carried", "fresh", "kept")
+_KEPT = _PREFIX + "kept_"
 
 
 def _tail(rows: RawRows, n: int) -> RawRows:
@@ -62,16 +86,23 @@ class RowReservoir:
         Rows added since the kernel was last fitted (negative while the rows it was fitted
         on are still to be added).
     n_refreshes : int
-        Refreshes so far.
+        Refits adopted so far.
+    n_kept : int
+        Refits not adopted so far (the carried kernel cut least).
+    kept : KernelSpec or None
+        The runner-up kernel of the last refit (fitted), a candidate of the next one.
     """
 
     def __init__(self, capacity: int, rows: np.ndarray, raw: RawRows | None = None, *,
-                 rows_since_fit: int = 0, n_refreshes: int = 0) -> None:
+                 rows_since_fit: int = 0, n_refreshes: int = 0, n_kept: int = 0,
+                 kept: KernelSpec | None = None) -> None:
         self.capacity = int(capacity)
         self.rows = np.ascontiguousarray(_tail(rows, self.capacity))
         self.raw = None if raw is None else _tail(raw, self.capacity)
         self.rows_since_fit = int(rows_since_fit)
         self.n_refreshes = int(n_refreshes)
+        self.n_kept = int(n_kept)
+        self.kept = kept
 
     def add(self, rows: np.ndarray, raw: RawRows | None) -> None:
         """Append a batch's input rows (and raw rows), dropping the oldest beyond capacity."""
@@ -92,7 +123,12 @@ class RowReservoir:
         if self.raw is not None:
             arrays.update(raw_to_arrays(self.raw, _PREFIX + "raw"))
         meta = {"capacity": self.capacity, "rows_since_fit": self.rows_since_fit,
-                "n_refreshes": self.n_refreshes, "keeps_raw": self.raw is not None}
+                "n_refreshes": self.n_refreshes, "n_kept": self.n_kept,
+                "keeps_raw": self.raw is not None, "kept": None}
+        if self.kept is not None:
+            kept_arrays, kept_fitted = self.kept.to_arrays()
+            arrays.update({_KEPT + name: value for name, value in kept_arrays.items()})
+            meta["kept"] = {"spec": self.kept.to_dict(), "fitted": kept_fitted}
         return arrays, meta
 
     @classmethod
@@ -104,8 +140,18 @@ class RowReservoir:
         if raw is not None and raw.shape[0] != rows.shape[0]:
             raise ValueError(f"kernel reservoir has {rows.shape[0]} rows but "
                              f"{raw.shape[0]} raw rows")
+        kept = None
+        if meta.get("kept") is not None:
+            kept_arrays = {name[len(_KEPT):]: value for name, value in arrays.items()
+                           if name.startswith(_KEPT)}
+            kept = KernelSpec.from_dict(meta["kept"]["spec"], kept_arrays,
+                                        meta["kept"]["fitted"])
+            if not kept.kind.fitted or kept.fitted is None:
+                raise ValueError(f"the kept kernel {kept.name!r} of the kernel reservoir "
+                                 "is not a fitted graph kernel")
         return cls(int(meta["capacity"]), rows, raw, rows_since_fit=int(meta["rows_since_fit"]),
-                   n_refreshes=int(meta["n_refreshes"]))
+                   n_refreshes=int(meta["n_refreshes"]), n_kept=int(meta.get("n_kept", 0)),
+                   kept=kept)
 
 
 def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]]) -> str | None:
@@ -119,56 +165,100 @@ def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]]) 
 
 @dataclass(frozen=True)
 class RefreshOutcome:
-    """A refitted kernel and the model's centers and reservoir rows in its feature space.
+    """The candidate a refit adopted, with the model's partition of the reservoir in its
+    feature space.
 
     Attributes
     ----------
+    outcome : str
+        The adopted candidate, one of ``CANDIDATES`` (``"carried"``: nothing changes).
     kernel : KernelSpec
-        The kernel fitted on the reservoir rows.
+        Its kernel (the current one when carried).
     centers : ndarray (k, m)
-        New centers (one per current cluster, same order).
+        Its centers (one per current cluster, same order; the current ones when carried).
     labels : ndarray (n,), int64
-        Cluster of each reservoir row under the old kernel and centers.
+        Its cluster of each reservoir row.
     old_features / new_features : ndarray (n, m_old) / (n, m)
-        The reservoir rows prepared by the old and by the new kernel.
+        The reservoir rows prepared by the current and by the adopted kernel.
+    cuts : dict
+        Candidate -> normalised cut of its partition (empty at a re-sketch, where only the
+        fresh refit lives in the new space).
+    runner_up : KernelSpec or None
+        The kernel of the candidate with the next lowest cut (the next refit's ``kept``).
     """
 
+    outcome: str
     kernel: KernelSpec
     centers: np.ndarray
     labels: np.ndarray
     old_features: np.ndarray
     new_features: np.ndarray
+    cuts: dict[str, float]
+    runner_up: KernelSpec | None
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    kernel: KernelSpec
+    centers: np.ndarray  # float64
+    labels: np.ndarray
+    features: np.ndarray
+
+
+def _carry_into(fitted: KernelSpec, rows: np.ndarray, labels: np.ndarray, fallback: np.ndarray,
+                k: int, dtype: Any) -> _Candidate:
+    """The partition ``labels`` of ``rows`` carried into ``fitted``'s feature space: cluster
+    means of the new features, then at most ``REFINE_ITERATIONS`` Lloyd iterations."""
+    features = fitted.prepare(np.ascontiguousarray(rows, dtype=dtype))
+    feats = features.astype(np.float64)
+    centers = _cluster_means(feats, labels, k, fallback=fallback)
+    for _ in range(REFINE_ITERATIONS):
+        assigned = _nearest(feats, centers)
+        if np.array_equal(assigned, labels):
+            break
+        labels = assigned
+        centers = _cluster_means(feats, labels, k, fallback=None, keep=centers)
+    return _Candidate(fitted, centers, labels, features)
 
 
 def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.ndarray,
-                   new_rows: np.ndarray | None = None) -> RefreshOutcome:
-    """Refit ``kernel`` on the reservoir and carry the centers over (module docstring).
+                   new_rows: np.ndarray | None = None, kept: KernelSpec | None = None
+                   ) -> RefreshOutcome:
+    """Refit ``kernel`` on the reservoir and adopt the candidate that cuts least (module
+    docstring).
 
     ``old_rows`` are the reservoir's input rows in the space the kernel was fitted in;
     ``new_rows`` the same rows in the space the new kernel is fitted in (a new sketch's
-    features; default: ``old_rows``).
+    features: then the fresh refit is adopted, the only candidate in that space);
+    ``kept`` the previous refit's runner-up (fitted in the space of ``old_rows``).
     """
-    new_rows = old_rows if new_rows is None else new_rows
     dtype = centers.dtype
     old_features = kernel.prepare(old_rows)
     sq = centers.sq_distances(old_features, sq_norms(old_features),
                               kernel.diagonal(old_features))
     labels = np.argmin(sq, axis=1).astype(np.int64)
+    fallback = np.argmin(sq, axis=0)
     unfitted = KernelSpec(kernel.name, kernel.gamma, kernel.degree, kernel.coef0,
                           dict(kernel.options))
     k = centers.n_clusters
-    fitted = unfitted.fit(new_rows, k)
-    new_features = fitted.prepare(np.ascontiguousarray(new_rows, dtype=dtype))
-    feats = new_features.astype(np.float64)
-    centers_new = _cluster_means(feats, labels, k, fallback=np.argmin(sq, axis=0))
-    for _ in range(REFINE_ITERATIONS):
-        assigned = _nearest(feats, centers_new)
-        if np.array_equal(assigned, labels):
-            break
-        labels = assigned
-        centers_new = _cluster_means(feats, labels, k, fallback=None, keep=centers_new)
-    return RefreshOutcome(fitted, np.ascontiguousarray(centers_new, dtype=dtype), labels,
-                          old_features, new_features)
+    if new_rows is not None:
+        fresh = _carry_into(unfitted.fit(new_rows, k), new_rows, labels, fallback, k, dtype)
+        return RefreshOutcome("fresh", fresh.kernel, np.ascontiguousarray(fresh.centers, dtype=dtype),
+                              fresh.labels, old_features, fresh.features, {}, None)
+    candidates = {"carried": _Candidate(kernel, centers.centers, labels, old_features),
+                  "fresh": _carry_into(unfitted.fit(old_rows, k), old_rows, labels, fallback,
+                                       k, dtype)}
+    if kept is not None:
+        candidates["kept"] = _carry_into(kept, old_rows, labels, fallback, k, dtype)
+    graph = mutual_knn_graph(np.ascontiguousarray(old_rows, dtype=np.float64))
+    cuts = {name: normalized_cut(graph, c.labels, k) for name, c in candidates.items()}
+    # the cut's resolution: one row moved across it changes it by about k / n
+    chosen = decide(cuts, "carried", k / old_rows.shape[0]).chosen
+    others = sorted((name for name in candidates if name != chosen), key=lambda n: cuts[n])
+    adopted = candidates[chosen]
+    return RefreshOutcome(chosen, adopted.kernel, np.ascontiguousarray(adopted.centers, dtype=dtype),
+                          adopted.labels, old_features, adopted.features, cuts,
+                          candidates[others[0]].kernel)
 
 
 def _nearest(features: np.ndarray, centers: np.ndarray) -> np.ndarray:
@@ -194,9 +284,11 @@ def _cluster_means(features: np.ndarray, labels: np.ndarray, k: int, *,
 def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = None
                          ) -> list[dict[str, Any]]:
     """Refit ``model``'s graph kernel on its reservoir (or on ``new_rows``, the reservoir's rows
-    in a new sketch) and move the centers and the drift windows into the new feature space,
-    where drift handling reviews every cluster once; the ``kernel_refreshed`` event and the
-    splits it led to (``kernel_refresh_failed`` when the reservoir has no level set)."""
+    in a new sketch) and adopt the candidate that cuts least (module docstring). When a new
+    kernel is adopted the centers and the drift windows move into its feature space, where
+    drift handling reviews every cluster once: the ``kernel_refreshed`` event and the splits
+    it led to. When the carried kernel is kept, a ``kernel_kept`` event; both carry
+    ``outcome`` and ``cuts`` (``kernel_refresh_failed`` when the reservoir has no level set)."""
     reservoir = model._reservoir
     old_kernel = model._kernel_spec
     old_centers = ExplicitCenters(model._centers.centers.copy())
@@ -205,25 +297,34 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
                              "n_rows": int(reservoir.rows.shape[0])}
     reservoir.rows_since_fit = 0
     try:
-        outcome = refresh_kernel(old_kernel, model._centers, reservoir.rows, new_rows)
+        outcome = refresh_kernel(old_kernel, model._centers, reservoir.rows, new_rows,
+                                 None if new_rows is not None else reservoir.kept)
     except NoLevelSetError as exc:
         if new_rows is not None:
             raise
         return [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
-    model._centers.reproject(outcome.centers)
-    model._kernel_spec = outcome.kernel
-    if new_rows is not None:
-        reservoir.rows = np.ascontiguousarray(new_rows, dtype=model._dtype)
-    reservoir.n_refreshes += 1
-    events = [{**event, "n_features": int(outcome.centers.shape[1])}]
+    reservoir.kept = outcome.runner_up
+    event.update(outcome=outcome.outcome, cuts=outcome.cuts)
     drift = model.__dict__.get("_drift")
-    if drift is not None:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            drift.follow_kernel(outcome.labels, outcome.old_features, outcome.new_features,
-                                reservoir.raw, old_centers, old_kernel, model._centers,
-                                outcome.kernel)
-        if reason != "drift":  # a drift refresh follows a split or merge already
-            splits, model.counts_ = drift.review(int(model.n_steps_), model._centers,
-                                                model.counts_, outcome.kernel)
-            events += splits
+    if outcome.outcome == "carried":
+        reservoir.n_kept += 1
+        events = [{**event, "event": "kernel_kept"}]
+    else:
+        model._centers.reproject(outcome.centers)
+        model._kernel_spec = outcome.kernel
+        if new_rows is not None:
+            reservoir.rows = np.ascontiguousarray(new_rows, dtype=model._dtype)
+        reservoir.n_refreshes += 1
+        events = [{**event, "n_features": int(outcome.centers.shape[1])}]
+        if drift is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                drift.follow_kernel(outcome.labels, outcome.old_features, outcome.new_features,
+                                    reservoir.raw, old_centers, old_kernel, model._centers,
+                                    outcome.kernel)
+    # the cut does not see two groups one cluster holds: drift handling reviews every
+    # cluster at each refit (a drift refit follows a split or merge already)
+    if drift is not None and reason != "drift":
+        splits, model.counts_ = drift.review(int(model.n_steps_), model._centers,
+                                            model.counts_, model._kernel_spec)
+        events += splits
     return events

@@ -35,7 +35,7 @@ from streamkm.cluster._novelty import NoveltyBuffers, NoveltyMixin, confidence_f
 from streamkm.cluster._params import PARAMETER_RULES, PARAMETERS, relations_problem
 from streamkm.cluster._state import model_from_state, model_state
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
-from streamkm.cluster._warmup import WarmedCandidate, warm_up
+from streamkm.cluster._warmup import best_warm_start, warm_up
 from streamkm.drift.birth import capped_distances
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import (NotFittedError, ParameterError, ValidationError)
@@ -383,6 +383,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             self.__dict__["_pending_events"] = [
                 {"event": "kernel_chosen", "kernel": decisions[0].chosen, **self.auto_decision_}]
         self.gamma_ = self._kernel_spec.gamma
+        input_rows = sample
         sample = self._kernel_spec.prepare(sample)
 
         if self._kernel_spec.explicit_features:
@@ -391,12 +392,10 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             kmat = self._kernel_spec.block(sample, sample)
         diag = self._kernel_spec.diagonal(sample)
         seeding = kernel_kmeans_plusplus if self.init == "k-means++" else kernel_farthest_traversal
-        best: WarmedCandidate | None = None
-        for _ in range(self.n_init):
-            seeds = seeding(sample, k, self._kernel_spec, rng)
-            candidate = warm_up(kmat, diag, seeds, max_steps=int(self.n_warmup))
-            if best is None or candidate.objective < best.objective:
-                best = candidate
+        warmed = [warm_up(kmat, diag, seeding(sample, k, self._kernel_spec, rng),
+                          max_steps=int(self.n_warmup)) for _ in range(self.n_init)]
+        # a graph kernel's start is picked by the cut of the input rows' graph
+        best = best_warm_start(warmed, input_rows if self._kernel_spec.kind.fitted else None)
         if self._kernel_spec.explicit_features:
             self._centers = ExplicitCenters.from_sample_weights(sample, best.weights, raw_sample)
         else:
