@@ -8,6 +8,9 @@ re-sketching) and refits the kernel on them (:func:`refresh_kernel`):
 * ``"turnover"``: when ``RESERVOIR_ROWS`` rows have arrived since the kernel was last
   fitted (the reservoir holds none of the rows the kernel was fitted on any more);
 * ``"drift"``: after a step in which drift handling split or merged a cluster;
+* ``"alarm"``: after a step in which drift handling rejected a split it was alarmed into
+  (a cluster's spread grew, but its bisection in the current feature space did not pay):
+  a kernel fitted on the recent rows may show the two groups the current one joins;
 * ``"resketch"``: at every re-sketch (the landmarks must live in the new sketch's space).
 
 A refresh moves the model into the new feature space without forgetting what it learned:
@@ -29,12 +32,14 @@ continue from:
 
 and adopts the one whose partition has the lowest normalised cut of the reservoir's mutual
 ``AUTO_NEIGHBORS``-nearest-neighbour graph (:func:`streamkm.kernels._auto.mutual_knn_graph`,
-one graph for every candidate: the criterion of ``gamma="auto"``). The carried kernel is
-kept unless another candidate cuts less by more than the cut's resolution, one row's share
-(k / n, :func:`streamkm.kernels._decision.decide`): a refit that cuts a shape the current
-kernel follows is not adopted, and a kernel that stopped following the shapes is replaced.
-The runner-up is kept (fitted, in the model state) for the next refit. Its cost is one fit
-of the kernel on the reservoir, the graph, and preparing the reservoir rows once per
+one graph for every candidate: the criterion of ``gamma="auto"``). The fresh refit (fitted
+on the rows the model sees now) is adopted unless another candidate cuts less by more than
+the cut's resolution, one row's share (k / n, :func:`streamkm.kernels._decision.decide`): a
+refit that cuts a shape the current kernel follows is not adopted. The runner-up is kept
+(fitted, in the model state) for the next refit. With drift handling every refit but a
+``"drift"`` one ends with drift handling's review of every cluster in the adopted space
+(the cut at k clusters does not see two groups one cluster holds). Its cost is one fit of
+the kernel on the reservoir, the graph, and preparing the reservoir rows once per
 candidate.
 """
 
@@ -52,8 +57,8 @@ from streamkm.kernels import KernelSpec
 from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
 from streamkm.kernels._decision import decide
 
-__all__ = ["CANDIDATES", "RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "refresh_kernel",
-           "refresh_model_kernel", "refresh_reason"]
+__all__ = ["CANDIDATES", "RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "choose_refit",
+           "refresh_kernel", "refresh_model_kernel", "refresh_reason"]
 
 #: input rows kept for refitting a graph kernel (the refresh's landmarks)
 RESERVOIR_ROWS = 4096
@@ -61,8 +66,7 @@ _PREFIX = "kernel_reservoir_"
 #: Lloyd iterations on the reservoir in the new feature space, started from the carried
 #: centers (fewer when the assignment stops changing)
 REFINE_ITERATIONS = 20
-#: the candidates of a refit, the reference (kept on ties) first, then in the order ties
-#: between the others are broken
+#: the candidates of a refit; ties go to the fresh refit, then in this order
 CANDIDATES = ("carried", "fresh", "kept")
 _KEPT = _PREFIX + "kept_"
 
@@ -91,11 +95,13 @@ class RowReservoir:
         Refits not adopted so far (the carried kernel cut least).
     kept : KernelSpec or None
         The runner-up kernel of the last refit (fitted), a candidate of the next one.
+    rejected_seen : int
+        Splits drift handling had rejected when the reservoir last looked (``"alarm"``).
     """
 
     def __init__(self, capacity: int, rows: np.ndarray, raw: RawRows | None = None, *,
                  rows_since_fit: int = 0, n_refreshes: int = 0, n_kept: int = 0,
-                 kept: KernelSpec | None = None) -> None:
+                 kept: KernelSpec | None = None, rejected_seen: int = 0) -> None:
         self.capacity = int(capacity)
         self.rows = np.ascontiguousarray(_tail(rows, self.capacity))
         self.raw = None if raw is None else _tail(raw, self.capacity)
@@ -103,6 +109,7 @@ class RowReservoir:
         self.n_refreshes = int(n_refreshes)
         self.n_kept = int(n_kept)
         self.kept = kept
+        self.rejected_seen = int(rejected_seen)
 
     def add(self, rows: np.ndarray, raw: RawRows | None) -> None:
         """Append a batch's input rows (and raw rows), dropping the oldest beyond capacity."""
@@ -124,7 +131,8 @@ class RowReservoir:
             arrays.update(raw_to_arrays(self.raw, _PREFIX + "raw"))
         meta = {"capacity": self.capacity, "rows_since_fit": self.rows_since_fit,
                 "n_refreshes": self.n_refreshes, "n_kept": self.n_kept,
-                "keeps_raw": self.raw is not None, "kept": None}
+                "rejected_seen": self.rejected_seen, "keeps_raw": self.raw is not None,
+                "kept": None}
         if self.kept is not None:
             kept_arrays, kept_fitted = self.kept.to_arrays()
             arrays.update({_KEPT + name: value for name, value in kept_arrays.items()})
@@ -151,13 +159,20 @@ class RowReservoir:
                                  "is not a fitted graph kernel")
         return cls(int(meta["capacity"]), rows, raw, rows_since_fit=int(meta["rows_since_fit"]),
                    n_refreshes=int(meta["n_refreshes"]), n_kept=int(meta.get("n_kept", 0)),
-                   kept=kept)
+                   kept=kept, rejected_seen=int(meta.get("rejected_seen", 0)))
 
 
-def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]]) -> str | None:
-    """Why the kernel is refitted after this step (module docstring), or None."""
+def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]],
+                   drift: Any = None) -> str | None:
+    """Why the kernel is refitted after this step (module docstring), or None; ``drift``:
+    the model's drift controller (its count of rejected splits), None without one."""
+    alarmed = drift is not None and drift.n_rejected > reservoir.rejected_seen
+    if drift is not None:
+        reservoir.rejected_seen = int(drift.n_rejected)
     if any(e.get("event") in ("split", "merge") for e in drift_events):
         return "drift"
+    if alarmed and reservoir.rows_since_fit > 0:
+        return "alarm"
     if reservoir.turned_over:
         return "turnover"
     return None
@@ -253,12 +268,24 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
     graph = mutual_knn_graph(np.ascontiguousarray(old_rows, dtype=np.float64))
     cuts = {name: normalized_cut(graph, c.labels, k) for name, c in candidates.items()}
     # the cut's resolution: one row moved across it changes it by about k / n
-    chosen = decide(cuts, "carried", k / old_rows.shape[0]).chosen
-    others = sorted((name for name in candidates if name != chosen), key=lambda n: cuts[n])
+    chosen, runner_up = choose_refit(cuts, k / old_rows.shape[0])
     adopted = candidates[chosen]
     return RefreshOutcome(chosen, adopted.kernel, np.ascontiguousarray(adopted.centers, dtype=dtype),
                           adopted.labels, old_features, adopted.features, cuts,
-                          candidates[others[0]].kernel)
+                          None if runner_up is None else candidates[runner_up].kernel)
+
+
+def choose_refit(cuts: dict[str, float], resolution: float) -> tuple[str, str | None]:
+    """The candidate a refit adopts and the runner-up it keeps, from the candidates' cuts
+    (``"fresh"`` among them): the fresh refit unless another cuts less by more than
+    ``resolution`` (then the lowest; ties in ``CANDIDATES`` order); the runner-up is the
+    lowest cut of the others (None when the fresh refit is the only candidate)."""
+    if "fresh" not in cuts:
+        raise ValueError(f"a refit's candidates include 'fresh', got {sorted(cuts)}")
+    scores = {name: cuts[name] for name in CANDIDATES if name in cuts}
+    chosen = decide(scores, "fresh", resolution).chosen
+    others = sorted((name for name in scores if name != chosen), key=lambda n: scores[n])
+    return chosen, (others[0] if others else None)
 
 
 def _nearest(features: np.ndarray, centers: np.ndarray) -> np.ndarray:
@@ -287,8 +314,9 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
     in a new sketch) and adopt the candidate that cuts least (module docstring). When a new
     kernel is adopted the centers and the drift windows move into its feature space, where
     drift handling reviews every cluster once: the ``kernel_refreshed`` event and the splits
-    it led to. When the carried kernel is kept, a ``kernel_kept`` event; both carry
-    ``outcome`` and ``cuts`` (``kernel_refresh_failed`` when the reservoir has no level set)."""
+    it led to. When the carried kernel stays, a ``kernel_kept`` event (and the review's
+    splits); both carry ``outcome`` and ``cuts`` (``kernel_refresh_failed`` when the
+    reservoir has no level set)."""
     reservoir = model._reservoir
     old_kernel = model._kernel_spec
     old_centers = ExplicitCenters(model._centers.centers.copy())

@@ -11,7 +11,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
 from streamkm.cluster._kernel_refresh import (CANDIDATES, RESERVOIR_ROWS, RowReservoir,
-                                              refresh_kernel)
+                                              choose_refit, refresh_kernel, refresh_reason)
 from streamkm.kernels import KernelSpec
 
 pytestmark = pytest.mark.unit
@@ -64,11 +64,11 @@ def test_every_refit_adopts_the_candidate_that_cuts_the_reservoir_graph_least() 
         assert sorted(e["cuts"]) == (["carried", "fresh"] if i == 0 else sorted(CANDIDATES))
         cuts, chosen = e["cuts"], e["outcome"]
         assert (e["event"] == "kernel_kept") == (chosen == "carried")
-        if chosen == "carried":
-            assert min(cuts.values()) >= cuts["carried"] - resolution
+        if chosen == "fresh":
+            assert min(cuts.values()) >= cuts["fresh"] - resolution
         else:
             assert cuts[chosen] == min(cuts.values())
-            assert cuts[chosen] < cuts["carried"] - resolution
+            assert cuts[chosen] < cuts["fresh"] - resolution
     x, truth = batches[-1]
     assert adjusted_rand_score(truth, model.predict(x)) >= 0.95
     assert model._reservoir.n_refreshes + model._reservoir.n_kept == len(refits)
@@ -95,14 +95,31 @@ def _fitted_on_moons(seed: int) -> tuple[MiniBatchKernelKMeans, np.ndarray]:
     return model, rows
 
 
-def test_a_refit_that_cuts_no_less_than_the_current_kernel_is_not_adopted() -> None:
+def test_a_refit_that_cuts_as_little_as_the_current_kernel_is_adopted() -> None:
     model, rows = _fitted_on_moons(4)
     got = refresh_kernel(model._kernel_spec, model._centers, rows)
-    # separated moons: the refit finds the same partition, a tie the current kernel wins
-    assert got.outcome == "carried" and got.kernel is model._kernel_spec
+    # separated moons: the refit finds the same partition, a tie the refit wins
+    assert got.outcome == "fresh" and got.kernel is not model._kernel_spec
     assert got.cuts["fresh"] == pytest.approx(got.cuts["carried"], abs=2 / rows.shape[0])
-    np.testing.assert_array_equal(got.centers, model._centers.centers)
-    assert got.runner_up is not None and got.runner_up is not model._kernel_spec
+    assert adjusted_rand_score(got.labels, model.predict(rows)) == 1.0
+    assert got.runner_up is model._kernel_spec  # the current kernel is kept for the next
+
+
+@pytest.mark.parametrize(("cuts", "expected"), [
+    ({"carried": 0.10, "fresh": 0.10}, ("fresh", "carried")),  # a tie: the refit
+    ({"carried": 0.10, "fresh": 0.10 + 1e-4}, ("fresh", "carried")),  # within resolution
+    ({"carried": 0.10, "fresh": 0.20}, ("carried", "fresh")),  # the refit cuts a shape
+    ({"carried": 0.30, "fresh": 0.20, "kept": 0.05}, ("kept", "fresh")),
+    ({"carried": 0.05, "fresh": 0.20, "kept": 0.05}, ("carried", "kept")),  # ties: order
+    ({"fresh": 0.20}, ("fresh", None)),  # a re-sketch's only candidate
+])
+def test_the_refit_choice_is_the_lowest_cut_with_ties_to_the_refit(cuts, expected) -> None:
+    assert choose_refit(cuts, 1e-3) == expected
+
+
+def test_a_refit_choice_without_the_refit_is_an_error() -> None:
+    with pytest.raises(ValueError, match="include 'fresh'"):
+        choose_refit({"carried": 0.1}, 1e-3)
 
 
 def test_a_kept_kernel_that_cuts_a_shape_is_not_adopted() -> None:
@@ -171,3 +188,26 @@ def test_a_resketch_refits_the_graph_kernel_on_the_new_features() -> None:
     assert model._reservoir.kept is None and model._reservoir.n_refreshes == 1
     assert model.kernel_.fitted.anchors[:, 0].max() > 2.5  # landmarks in the new space
     assert adjusted_rand_score(truth, model.predict(x * 3.0)) >= before - 0.05
+
+
+class _Rejections:
+    """What :func:`refresh_reason` reads of drift handling: its count of rejected splits."""
+
+    def __init__(self, n_rejected: int) -> None:
+        self.n_rejected = n_rejected
+
+
+@pytest.mark.parametrize(("events", "rejected", "since_fit", "expected"), [
+    ([{"event": "split"}], 0, 10, "drift"),
+    ([{"event": "merge"}], 5, 10, "drift"),
+    ([], 1, 10, "alarm"),  # drift handling rejected a split since the reservoir looked
+    ([], 1, 0, None),  # ... but the kernel was fitted on these very rows
+    ([], 0, RESERVOIR_ROWS, "turnover"),
+    ([], 0, RESERVOIR_ROWS - 1, None),
+])
+def test_a_refit_follows_drift_handling_and_the_reservoir_turnover(events, rejected, since_fit,
+                                                                   expected) -> None:
+    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=since_fit)
+    assert refresh_reason(reservoir, events, _Rejections(rejected)) == expected
+    assert refresh_reason(reservoir, [], _Rejections(rejected)) in (None, "turnover")
+    assert reservoir.rejected_seen == rejected  # each rejection leads to one refit at most
