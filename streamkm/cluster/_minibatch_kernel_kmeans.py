@@ -74,8 +74,10 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         the k connected pieces of the data's densest rows); graph kernels are fitted on
         landmark rows (all of X in :meth:`fit`; in streaming the initialisation sample,
         then refitted on the 4,096 most recent rows each time that many have arrived,
-        after a drift split or merge and at a re-sketch: a ``kernel_refreshed`` event;
-        see ``docs/kernels.md``).
+        after a drift split or merge or a split drift handling rejected, and at a
+        re-sketch; a refit is adopted unless the current kernel or the previous refit's
+        runner-up cuts the recent rows' graph less: a ``kernel_refreshed`` or
+        ``kernel_kept`` event; see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
         initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
