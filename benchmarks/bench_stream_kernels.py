@@ -21,8 +21,11 @@ Sections (``--sections``, default all):
     uses, then 1,024-row batches, 3 passes over a shuffled copy), and the seeds whose stream
     is within 0.03 of that seed's ``fit``.
 
+``--adopt-every-refit`` is the ablation without the refit choice: every refit adopts the
+kernel fitted on the reservoir (no kept runner-up).
+
 Usage: ``python benchmarks/bench_stream_kernels.py [--seeds 5] [--sections drifting,stationary]
-[--data dev|suite]``
+[--data dev|suite] [--adopt-every-refit]``
 """
 
 from __future__ import annotations
@@ -176,7 +179,17 @@ def main() -> None:
     parser.add_argument("--data", choices=("dev", "suite"), default="dev",
                         help="stationary section: the four sets with graph-kernel gains, or "
                              "the whole real suite of bench_quality.py")
+    parser.add_argument("--adopt-every-refit", action="store_true",
+                        help="ablation: every refit adopts the fresh kernel (no choice by "
+                             "the cut)")
     args = parser.parse_args()
+    if args.adopt_every_refit:
+        from streamkm.cluster import _kernel_refresh
+
+        def adopt_fresh(cuts: dict[str, float], resolution: float) -> tuple[str, str | None]:
+            return "fresh", None
+
+        _kernel_refresh.choose_refit = adopt_fresh
     t0 = time.perf_counter()
     for section in args.sections.split(","):
         if section == "stationary":

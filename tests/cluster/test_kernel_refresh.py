@@ -211,3 +211,16 @@ def test_a_refit_follows_drift_handling_and_the_reservoir_turnover(events, rejec
     assert refresh_reason(reservoir, events, _Rejections(rejected)) == expected
     assert refresh_reason(reservoir, [], _Rejections(rejected)) in (None, "turnover")
     assert reservoir.rejected_seen == rejected  # each rejection leads to one refit at most
+
+
+def test_a_state_whose_kept_kernel_is_not_fitted_is_refused() -> None:
+    from streamkm.exceptions import StateError
+
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0)
+    for x, _ in moving_moons(6, RESERVOIR_ROWS // BATCH + 2, shift_per_batch=0.0):
+        model.step(x)
+    arrays, meta = model.get_state()
+    assert meta["kernel_reservoir"]["kept"] is not None
+    meta["kernel_reservoir"]["kept"]["fitted"] = {}
+    with pytest.raises(StateError, match="kept kernel 'anchor'"):
+        MiniBatchKernelKMeans.from_state(arrays, meta)
