@@ -8,6 +8,9 @@ re-sketching) and refits the kernel on them (:func:`refresh_kernel`):
 * ``"turnover"``: when ``RESERVOIR_ROWS`` rows have arrived since the kernel was last
   fitted (the reservoir holds none of the rows the kernel was fitted on any more);
 * ``"drift"``: after a step in which drift handling split or merged a cluster;
+* ``"alarm"``: after a step in which drift handling rejected a split it was alarmed into
+  (a cluster's spread grew, but its bisection in the current feature space did not pay):
+  a kernel fitted on the recent rows may show the two groups the current one joins;
 * ``"resketch"``: at every re-sketch (the landmarks must live in the new sketch's space).
 
 A refresh moves the model into the new feature space without forgetting what it learned:
@@ -16,8 +19,28 @@ is the mean of the new features of its reservoir rows (a cluster no reservoir ro
 to takes the new features of the reservoir row nearest to it in the old space), and a few
 Lloyd iterations on the reservoir's new features settle them (k-means on the recent rows,
 started from the carried centers, so each cluster keeps its position and id). Counts,
-stable cluster ids, the convergence monitor and the random generator carry over. Its cost
-is one fit of the kernel on the reservoir plus preparing the reservoir rows twice.
+stable cluster ids, the convergence monitor and the random generator carry over.
+
+A refit is a proposal, not an obligation. In the same feature space (not at a re-sketch)
+the model weighs three candidates, each with the partition of the reservoir it would
+continue from:
+
+* ``"carried"``: the current kernel and centers (the partition the model has now);
+* ``"fresh"``: the kernel refitted on the reservoir, centers carried over as above;
+* ``"kept"``: the runner-up of the previous refit (the best candidate it did not adopt),
+  centers carried over the same way;
+
+and adopts the one whose partition has the lowest normalised cut of the reservoir's mutual
+``AUTO_NEIGHBORS``-nearest-neighbour graph (:func:`streamkm.kernels._auto.mutual_knn_graph`,
+one graph for every candidate: the criterion of ``gamma="auto"``). The fresh refit (fitted
+on the rows the model sees now) is adopted unless another candidate cuts less by more than
+the cut's resolution, one row's share (k / n, :func:`streamkm.kernels._decision.decide`): a
+refit that cuts a shape the current kernel follows is not adopted. The runner-up is kept
+(fitted, in the model state) for the next refit. With drift handling every refit but a
+``"drift"`` one ends with drift handling's review of every cluster in the adopted space
+(the cut at k clusters does not see two groups one cluster holds). Its cost is one fit of
+the kernel on the reservoir, the graph, and preparing the reservoir rows once per
+candidate.
 """
 
 from __future__ import annotations
@@ -31,9 +54,11 @@ from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, sta
 from streamkm.cluster._centers import ExplicitCenters, sq_norms
 from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels import KernelSpec
+from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
+from streamkm.kernels._decision import decide
 
-__all__ = ["RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "refresh_kernel", "refresh_model_kernel",
-           "refresh_reason"]
+__all__ = ["CANDIDATES", "RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "choose_refit",
+           "refresh_kernel", "refresh_model_kernel", "refresh_reason"]
 
 #: input rows kept for refitting a graph kernel (the refresh's landmarks)
 RESERVOIR_ROWS = 4096
@@ -41,6 +66,9 @@ _PREFIX = "kernel_reservoir_"
 #: Lloyd iterations on the reservoir in the new feature space, started from the carried
 #: centers (fewer when the assignment stops changing)
 REFINE_ITERATIONS = 20
+#: the candidates of a refit; ties go to the fresh refit, then in this order
+CANDIDATES = ("carried", "fresh", "kept")
+_KEPT = _PREFIX + "kept_"
 
 
 def _tail(rows: RawRows, n: int) -> RawRows:
@@ -62,16 +90,26 @@ class RowReservoir:
         Rows added since the kernel was last fitted (negative while the rows it was fitted
         on are still to be added).
     n_refreshes : int
-        Refreshes so far.
+        Refits adopted so far.
+    n_kept : int
+        Refits not adopted so far (the carried kernel cut least).
+    kept : KernelSpec or None
+        The runner-up kernel of the last refit (fitted), a candidate of the next one.
+    rejected_seen : int
+        Splits drift handling had rejected when the reservoir last looked (``"alarm"``).
     """
 
     def __init__(self, capacity: int, rows: np.ndarray, raw: RawRows | None = None, *,
-                 rows_since_fit: int = 0, n_refreshes: int = 0) -> None:
+                 rows_since_fit: int = 0, n_refreshes: int = 0, n_kept: int = 0,
+                 kept: KernelSpec | None = None, rejected_seen: int = 0) -> None:
         self.capacity = int(capacity)
         self.rows = np.ascontiguousarray(_tail(rows, self.capacity))
         self.raw = None if raw is None else _tail(raw, self.capacity)
         self.rows_since_fit = int(rows_since_fit)
         self.n_refreshes = int(n_refreshes)
+        self.n_kept = int(n_kept)
+        self.kept = kept
+        self.rejected_seen = int(rejected_seen)
 
     def add(self, rows: np.ndarray, raw: RawRows | None) -> None:
         """Append a batch's input rows (and raw rows), dropping the oldest beyond capacity."""
@@ -92,7 +130,13 @@ class RowReservoir:
         if self.raw is not None:
             arrays.update(raw_to_arrays(self.raw, _PREFIX + "raw"))
         meta = {"capacity": self.capacity, "rows_since_fit": self.rows_since_fit,
-                "n_refreshes": self.n_refreshes, "keeps_raw": self.raw is not None}
+                "n_refreshes": self.n_refreshes, "n_kept": self.n_kept,
+                "rejected_seen": self.rejected_seen, "keeps_raw": self.raw is not None,
+                "kept": None}
+        if self.kept is not None:
+            kept_arrays, kept_fitted = self.kept.to_arrays()
+            arrays.update({_KEPT + name: value for name, value in kept_arrays.items()})
+            meta["kept"] = {"spec": self.kept.to_dict(), "fitted": kept_fitted}
         return arrays, meta
 
     @classmethod
@@ -104,14 +148,31 @@ class RowReservoir:
         if raw is not None and raw.shape[0] != rows.shape[0]:
             raise ValueError(f"kernel reservoir has {rows.shape[0]} rows but "
                              f"{raw.shape[0]} raw rows")
+        kept = None
+        if meta.get("kept") is not None:
+            kept_arrays = {name[len(_KEPT):]: value for name, value in arrays.items()
+                           if name.startswith(_KEPT)}
+            kept = KernelSpec.from_dict(meta["kept"]["spec"], kept_arrays,
+                                        meta["kept"]["fitted"])
+            if not kept.kind.fitted or kept.fitted is None:
+                raise ValueError(f"the kept kernel {kept.name!r} of the kernel reservoir "
+                                 "is not a fitted graph kernel")
         return cls(int(meta["capacity"]), rows, raw, rows_since_fit=int(meta["rows_since_fit"]),
-                   n_refreshes=int(meta["n_refreshes"]))
+                   n_refreshes=int(meta["n_refreshes"]), n_kept=int(meta.get("n_kept", 0)),
+                   kept=kept, rejected_seen=int(meta.get("rejected_seen", 0)))
 
 
-def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]]) -> str | None:
-    """Why the kernel is refitted after this step (module docstring), or None."""
+def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]],
+                   drift: Any = None) -> str | None:
+    """Why the kernel is refitted after this step (module docstring), or None; ``drift``:
+    the model's drift controller (its count of rejected splits), None without one."""
+    alarmed = drift is not None and drift.n_rejected > reservoir.rejected_seen
+    if drift is not None:
+        reservoir.rejected_seen = int(drift.n_rejected)
     if any(e.get("event") in ("split", "merge") for e in drift_events):
         return "drift"
+    if alarmed and reservoir.rows_since_fit > 0:
+        return "alarm"
     if reservoir.turned_over:
         return "turnover"
     return None
@@ -119,56 +180,112 @@ def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]]) 
 
 @dataclass(frozen=True)
 class RefreshOutcome:
-    """A refitted kernel and the model's centers and reservoir rows in its feature space.
+    """The candidate a refit adopted, with the model's partition of the reservoir in its
+    feature space.
 
     Attributes
     ----------
+    outcome : str
+        The adopted candidate, one of ``CANDIDATES`` (``"carried"``: nothing changes).
     kernel : KernelSpec
-        The kernel fitted on the reservoir rows.
+        Its kernel (the current one when carried).
     centers : ndarray (k, m)
-        New centers (one per current cluster, same order).
+        Its centers (one per current cluster, same order; the current ones when carried).
     labels : ndarray (n,), int64
-        Cluster of each reservoir row under the old kernel and centers.
+        Its cluster of each reservoir row.
     old_features / new_features : ndarray (n, m_old) / (n, m)
-        The reservoir rows prepared by the old and by the new kernel.
+        The reservoir rows prepared by the current and by the adopted kernel.
+    cuts : dict
+        Candidate -> normalised cut of its partition (empty at a re-sketch, where only the
+        fresh refit lives in the new space).
+    runner_up : KernelSpec or None
+        The kernel of the candidate with the next lowest cut (the next refit's ``kept``).
     """
 
+    outcome: str
     kernel: KernelSpec
     centers: np.ndarray
     labels: np.ndarray
     old_features: np.ndarray
     new_features: np.ndarray
+    cuts: dict[str, float]
+    runner_up: KernelSpec | None
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    kernel: KernelSpec
+    centers: np.ndarray  # float64
+    labels: np.ndarray
+    features: np.ndarray
+
+
+def _carry_into(fitted: KernelSpec, rows: np.ndarray, labels: np.ndarray, fallback: np.ndarray,
+                k: int, dtype: Any) -> _Candidate:
+    """The partition ``labels`` of ``rows`` carried into ``fitted``'s feature space: cluster
+    means of the new features, then at most ``REFINE_ITERATIONS`` Lloyd iterations."""
+    features = fitted.prepare(np.ascontiguousarray(rows, dtype=dtype))
+    feats = features.astype(np.float64)
+    centers = _cluster_means(feats, labels, k, fallback=fallback)
+    for _ in range(REFINE_ITERATIONS):
+        assigned = _nearest(feats, centers)
+        if np.array_equal(assigned, labels):
+            break
+        labels = assigned
+        centers = _cluster_means(feats, labels, k, fallback=None, keep=centers)
+    return _Candidate(fitted, centers, labels, features)
 
 
 def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.ndarray,
-                   new_rows: np.ndarray | None = None) -> RefreshOutcome:
-    """Refit ``kernel`` on the reservoir and carry the centers over (module docstring).
+                   new_rows: np.ndarray | None = None, kept: KernelSpec | None = None
+                   ) -> RefreshOutcome:
+    """Refit ``kernel`` on the reservoir and adopt the candidate that cuts least (module
+    docstring).
 
     ``old_rows`` are the reservoir's input rows in the space the kernel was fitted in;
     ``new_rows`` the same rows in the space the new kernel is fitted in (a new sketch's
-    features; default: ``old_rows``).
+    features: then the fresh refit is adopted, the only candidate in that space);
+    ``kept`` the previous refit's runner-up (fitted in the space of ``old_rows``).
     """
-    new_rows = old_rows if new_rows is None else new_rows
     dtype = centers.dtype
     old_features = kernel.prepare(old_rows)
     sq = centers.sq_distances(old_features, sq_norms(old_features),
                               kernel.diagonal(old_features))
     labels = np.argmin(sq, axis=1).astype(np.int64)
+    fallback = np.argmin(sq, axis=0)
     unfitted = KernelSpec(kernel.name, kernel.gamma, kernel.degree, kernel.coef0,
                           dict(kernel.options))
     k = centers.n_clusters
-    fitted = unfitted.fit(new_rows, k)
-    new_features = fitted.prepare(np.ascontiguousarray(new_rows, dtype=dtype))
-    feats = new_features.astype(np.float64)
-    centers_new = _cluster_means(feats, labels, k, fallback=np.argmin(sq, axis=0))
-    for _ in range(REFINE_ITERATIONS):
-        assigned = _nearest(feats, centers_new)
-        if np.array_equal(assigned, labels):
-            break
-        labels = assigned
-        centers_new = _cluster_means(feats, labels, k, fallback=None, keep=centers_new)
-    return RefreshOutcome(fitted, np.ascontiguousarray(centers_new, dtype=dtype), labels,
-                          old_features, new_features)
+    if new_rows is not None:
+        fresh = _carry_into(unfitted.fit(new_rows, k), new_rows, labels, fallback, k, dtype)
+        return RefreshOutcome("fresh", fresh.kernel, np.ascontiguousarray(fresh.centers, dtype=dtype),
+                              fresh.labels, old_features, fresh.features, {}, None)
+    candidates = {"carried": _Candidate(kernel, centers.centers, labels, old_features),
+                  "fresh": _carry_into(unfitted.fit(old_rows, k), old_rows, labels, fallback,
+                                       k, dtype)}
+    if kept is not None:
+        candidates["kept"] = _carry_into(kept, old_rows, labels, fallback, k, dtype)
+    graph = mutual_knn_graph(np.ascontiguousarray(old_rows, dtype=np.float64))
+    cuts = {name: normalized_cut(graph, c.labels, k) for name, c in candidates.items()}
+    # the cut's resolution: one row moved across it changes it by about k / n
+    chosen, runner_up = choose_refit(cuts, k / old_rows.shape[0])
+    adopted = candidates[chosen]
+    return RefreshOutcome(chosen, adopted.kernel, np.ascontiguousarray(adopted.centers, dtype=dtype),
+                          adopted.labels, old_features, adopted.features, cuts,
+                          None if runner_up is None else candidates[runner_up].kernel)
+
+
+def choose_refit(cuts: dict[str, float], resolution: float) -> tuple[str, str | None]:
+    """The candidate a refit adopts and the runner-up it keeps, from the candidates' cuts
+    (``"fresh"`` among them): the fresh refit unless another cuts less by more than
+    ``resolution`` (then the lowest; ties in ``CANDIDATES`` order); the runner-up is the
+    lowest cut of the others (None when the fresh refit is the only candidate)."""
+    if "fresh" not in cuts:
+        raise ValueError(f"a refit's candidates include 'fresh', got {sorted(cuts)}")
+    scores = {name: cuts[name] for name in CANDIDATES if name in cuts}
+    chosen = decide(scores, "fresh", resolution).chosen
+    others = sorted((name for name in scores if name != chosen), key=lambda n: scores[n])
+    return chosen, (others[0] if others else None)
 
 
 def _nearest(features: np.ndarray, centers: np.ndarray) -> np.ndarray:
@@ -194,9 +311,12 @@ def _cluster_means(features: np.ndarray, labels: np.ndarray, k: int, *,
 def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = None
                          ) -> list[dict[str, Any]]:
     """Refit ``model``'s graph kernel on its reservoir (or on ``new_rows``, the reservoir's rows
-    in a new sketch) and move the centers and the drift windows into the new feature space,
-    where drift handling reviews every cluster once; the ``kernel_refreshed`` event and the
-    splits it led to (``kernel_refresh_failed`` when the reservoir has no level set)."""
+    in a new sketch) and adopt the candidate that cuts least (module docstring). When a new
+    kernel is adopted the centers and the drift windows move into its feature space, where
+    drift handling reviews every cluster once: the ``kernel_refreshed`` event and the splits
+    it led to. When the carried kernel stays, a ``kernel_kept`` event (and the review's
+    splits); both carry ``outcome`` and ``cuts`` (``kernel_refresh_failed`` when the
+    reservoir has no level set)."""
     reservoir = model._reservoir
     old_kernel = model._kernel_spec
     old_centers = ExplicitCenters(model._centers.centers.copy())
@@ -205,25 +325,34 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
                              "n_rows": int(reservoir.rows.shape[0])}
     reservoir.rows_since_fit = 0
     try:
-        outcome = refresh_kernel(old_kernel, model._centers, reservoir.rows, new_rows)
+        outcome = refresh_kernel(old_kernel, model._centers, reservoir.rows, new_rows,
+                                 None if new_rows is not None else reservoir.kept)
     except NoLevelSetError as exc:
         if new_rows is not None:
             raise
         return [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
-    model._centers.reproject(outcome.centers)
-    model._kernel_spec = outcome.kernel
-    if new_rows is not None:
-        reservoir.rows = np.ascontiguousarray(new_rows, dtype=model._dtype)
-    reservoir.n_refreshes += 1
-    events = [{**event, "n_features": int(outcome.centers.shape[1])}]
+    reservoir.kept = outcome.runner_up
+    event.update(outcome=outcome.outcome, cuts=outcome.cuts)
     drift = model.__dict__.get("_drift")
-    if drift is not None:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            drift.follow_kernel(outcome.labels, outcome.old_features, outcome.new_features,
-                                reservoir.raw, old_centers, old_kernel, model._centers,
-                                outcome.kernel)
-        if reason != "drift":  # a drift refresh follows a split or merge already
-            splits, model.counts_ = drift.review(int(model.n_steps_), model._centers,
-                                                model.counts_, outcome.kernel)
-            events += splits
+    if outcome.outcome == "carried":
+        reservoir.n_kept += 1
+        events = [{**event, "event": "kernel_kept"}]
+    else:
+        model._centers.reproject(outcome.centers)
+        model._kernel_spec = outcome.kernel
+        if new_rows is not None:
+            reservoir.rows = np.ascontiguousarray(new_rows, dtype=model._dtype)
+        reservoir.n_refreshes += 1
+        events = [{**event, "n_features": int(outcome.centers.shape[1])}]
+        if drift is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                drift.follow_kernel(outcome.labels, outcome.old_features, outcome.new_features,
+                                    reservoir.raw, old_centers, old_kernel, model._centers,
+                                    outcome.kernel)
+    # the cut does not see two groups one cluster holds: drift handling reviews every
+    # cluster at each refit (a drift refit follows a split or merge already)
+    if drift is not None and reason != "drift":
+        splits, model.counts_ = drift.review(int(model.n_steps_), model._centers,
+                                            model.counts_, model._kernel_spec)
+        events += splits
     return events

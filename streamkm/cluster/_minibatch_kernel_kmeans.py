@@ -35,7 +35,7 @@ from streamkm.cluster._novelty import NoveltyBuffers, NoveltyMixin, confidence_f
 from streamkm.cluster._params import PARAMETER_RULES, PARAMETERS, relations_problem
 from streamkm.cluster._state import model_from_state, model_state
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
-from streamkm.cluster._warmup import WarmedCandidate, warm_up
+from streamkm.cluster._warmup import best_warm_start, warm_up
 from streamkm.drift.birth import capped_distances
 from streamkm.drift.policy import DriftPolicy
 from streamkm.exceptions import (NotFittedError, ParameterError, ValidationError)
@@ -74,8 +74,10 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         the k connected pieces of the data's densest rows); graph kernels are fitted on
         landmark rows (all of X in :meth:`fit`; in streaming the initialisation sample,
         then refitted on the 4,096 most recent rows each time that many have arrived,
-        after a drift split or merge and at a re-sketch: a ``kernel_refreshed`` event;
-        see ``docs/kernels.md``).
+        after a drift split or merge or a split drift handling rejected, and at a
+        re-sketch; a refit is adopted unless the current kernel or the previous refit's
+        runner-up cuts the recent rows' graph less: a ``kernel_refreshed`` or
+        ``kernel_kept`` event; see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
         initialisation sample (:func:`streamkm.kernels.resolve_gamma`): ``"median"`` is the
@@ -383,6 +385,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             self.__dict__["_pending_events"] = [
                 {"event": "kernel_chosen", "kernel": decisions[0].chosen, **self.auto_decision_}]
         self.gamma_ = self._kernel_spec.gamma
+        input_rows = sample
         sample = self._kernel_spec.prepare(sample)
 
         if self._kernel_spec.explicit_features:
@@ -391,12 +394,10 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             kmat = self._kernel_spec.block(sample, sample)
         diag = self._kernel_spec.diagonal(sample)
         seeding = kernel_kmeans_plusplus if self.init == "k-means++" else kernel_farthest_traversal
-        best: WarmedCandidate | None = None
-        for _ in range(self.n_init):
-            seeds = seeding(sample, k, self._kernel_spec, rng)
-            candidate = warm_up(kmat, diag, seeds, max_steps=int(self.n_warmup))
-            if best is None or candidate.objective < best.objective:
-                best = candidate
+        warmed = [warm_up(kmat, diag, seeding(sample, k, self._kernel_spec, rng),
+                          max_steps=int(self.n_warmup)) for _ in range(self.n_init)]
+        # a graph kernel's start is picked by the cut of the input rows' graph
+        best = best_warm_start(warmed, input_rows if self._kernel_spec.kind.fitted else None)
         if self._kernel_spec.explicit_features:
             self._centers = ExplicitCenters.from_sample_weights(sample, best.weights, raw_sample)
         else:
@@ -536,7 +537,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         skipped = x.shape[0] - min(x.shape[0], RESERVOIR_ROWS)
         reservoir.add(x[skipped:], None if raw is None else raw[skipped:])
         reservoir.rows_since_fit += skipped
-        reason = refresh_reason(reservoir, list(report.events))
+        reason = refresh_reason(reservoir, list(report.events), self.__dict__.get("_drift"))
         if reason is None:
             return report
         events = self._refresh_kernel(reason)

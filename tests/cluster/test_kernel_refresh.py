@@ -10,7 +10,9 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
-from streamkm.cluster._kernel_refresh import RESERVOIR_ROWS, RowReservoir
+from streamkm.cluster._kernel_refresh import (CANDIDATES, RESERVOIR_ROWS, RowReservoir,
+                                              choose_refit, refresh_kernel, refresh_reason)
+from streamkm.kernels import KernelSpec
 
 pytestmark = pytest.mark.unit
 
@@ -44,19 +46,89 @@ def test_reservoir_keeps_the_newest_rows_and_counts_the_turnover() -> None:
     assert (back.rows_since_fit, back.capacity) == (6, 6)
 
 
-def test_a_graph_kernel_follows_shapes_that_move_away_from_its_first_landmarks() -> None:
+def _refits(events) -> list[dict]:
+    return [e for e in events if e["event"] in ("kernel_refreshed", "kernel_kept")]
+
+
+def test_every_refit_adopts_the_candidate_that_cuts_the_reservoir_graph_least() -> None:
     batches = moving_moons(0, 48, shift_per_batch=0.01)
     model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0)
-    refreshes = []
+    refits = []
     for x, _ in batches:
-        refreshes += [e for e in model.step(x).events if e["event"] == "kernel_refreshed"]
-    assert len(refreshes) == 47 * BATCH // RESERVOIR_ROWS
-    assert all(e["reason"] == "turnover" and e["n_rows"] == RESERVOIR_ROWS for e in refreshes)
+        refits += _refits(model.step(x).events)
+    assert len(refits) == 47 * BATCH // RESERVOIR_ROWS
+    resolution = 2 / RESERVOIR_ROWS  # k / n
+    for i, e in enumerate(refits):
+        assert e["reason"] == "turnover" and e["n_rows"] == RESERVOIR_ROWS
+        # the first refit has no runner-up of an earlier one to weigh
+        assert sorted(e["cuts"]) == (["carried", "fresh"] if i == 0 else sorted(CANDIDATES))
+        cuts, chosen = e["cuts"], e["outcome"]
+        assert (e["event"] == "kernel_kept") == (chosen == "carried")
+        if chosen == "fresh":
+            assert min(cuts.values()) >= cuts["fresh"] - resolution
+        else:
+            assert cuts[chosen] == min(cuts.values())
+            assert cuts[chosen] < cuts["fresh"] - resolution
+    x, truth = batches[-1]
+    assert adjusted_rand_score(truth, model.predict(x)) >= 0.95
+    assert model._reservoir.n_refreshes + model._reservoir.n_kept == len(refits)
+
+
+def test_a_kernel_whose_landmarks_the_shapes_have_left_is_replaced() -> None:
+    batches = moving_moons(0, 40, shift_per_batch=0.02)
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0)
+    refits = []
+    for x, _ in batches:
+        refits += _refits(model.step(x).events)
+    assert "fresh" in [e["outcome"] for e in refits]
     x, truth = batches[-1]
     assert adjusted_rand_score(truth, model.predict(x)) >= 0.95
     landmarks = model.kernel_.fitted.anchors
-    # fitted on the recent rows only: none from the first batches
-    assert landmarks[:, 0].mean() > batches[0][0][:, 0].mean() + 0.35
+    # fitted on recent rows: the first batches' rows are 0.8 to the left
+    assert landmarks[:, 0].mean() > batches[0][0][:, 0].mean() + 0.4
+
+
+def _fitted_on_moons(seed: int) -> tuple[MiniBatchKernelKMeans, np.ndarray]:
+    rows = np.concatenate([x for x, _ in moving_moons(seed, RESERVOIR_ROWS // BATCH,
+                                                      shift_per_batch=0.0)])
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0).fit(rows)
+    return model, rows
+
+
+def test_a_refit_that_cuts_as_little_as_the_current_kernel_is_adopted() -> None:
+    model, rows = _fitted_on_moons(4)
+    got = refresh_kernel(model._kernel_spec, model._centers, rows)
+    # separated moons: the refit finds the same partition, a tie the refit wins
+    assert got.outcome == "fresh" and got.kernel is not model._kernel_spec
+    assert got.cuts["fresh"] == pytest.approx(got.cuts["carried"], abs=2 / rows.shape[0])
+    assert adjusted_rand_score(got.labels, model.predict(rows)) == 1.0
+    assert got.runner_up is model._kernel_spec  # the current kernel is kept for the next
+
+
+@pytest.mark.parametrize(("cuts", "expected"), [
+    ({"carried": 0.10, "fresh": 0.10}, ("fresh", "carried")),  # a tie: the refit
+    ({"carried": 0.10, "fresh": 0.10 + 1e-4}, ("fresh", "carried")),  # within resolution
+    ({"carried": 0.10, "fresh": 0.20}, ("carried", "fresh")),  # the refit cuts a shape
+    ({"carried": 0.30, "fresh": 0.20, "kept": 0.05}, ("kept", "fresh")),
+    ({"carried": 0.05, "fresh": 0.20, "kept": 0.05}, ("carried", "kept")),  # ties: order
+    ({"fresh": 0.20}, ("fresh", None)),  # a re-sketch's only candidate
+])
+def test_the_refit_choice_is_the_lowest_cut_with_ties_to_the_refit(cuts, expected) -> None:
+    assert choose_refit(cuts, 1e-3) == expected
+
+
+def test_a_refit_choice_without_the_refit_is_an_error() -> None:
+    with pytest.raises(ValueError, match="include 'fresh'"):
+        choose_refit({"carried": 0.1}, 1e-3)
+
+
+def test_a_kept_kernel_that_cuts_a_shape_is_not_adopted() -> None:
+    model, rows = _fitted_on_moons(5)
+    # fitted on one moon only: it cannot tell the other moon's rows apart from each other
+    blind = KernelSpec("anchor").fit(rows[rows[:, 1] > 0.6], 2)
+    got = refresh_kernel(model._kernel_spec, model._centers, rows, kept=blind)
+    assert got.outcome != "kept"
+    assert got.cuts["kept"] > got.cuts["carried"] + 2 / rows.shape[0]
 
 
 def test_a_refresh_carries_centers_and_ids_over() -> None:
@@ -67,7 +139,7 @@ def test_a_refresh_carries_centers_and_ids_over() -> None:
     x = batches[-1][0]
     before = model.predict(x)
     report = model.step(x)
-    assert [e["event"] for e in report.events][-1:] == ["kernel_refreshed"]
+    assert [e["event"] for e in report.events][-1:] in (["kernel_refreshed"], ["kernel_kept"])
     assert model.cluster_ids_.tolist() == [0, 1]
     # the same rows, clustered the same way in the new feature space
     assert adjusted_rand_score(before, model.predict(x)) >= 0.97
@@ -80,7 +152,8 @@ def test_state_after_a_refresh_restores_and_steps_bit_identically(tmp_path: Path
     half = RESERVOIR_ROWS // BATCH + 2
     for x, _ in batches[:half]:
         model.step(x)
-    assert model._reservoir.n_refreshes >= 1
+    assert model._reservoir.n_refreshes + model._reservoir.n_kept >= 1
+    assert model._reservoir.kept is not None  # the runner-up is part of the state
     model.save(tmp_path / "model.npz")
     restored = MiniBatchKernelKMeans.load(tmp_path / "model.npz")
     kinds = []
@@ -90,7 +163,9 @@ def test_state_after_a_refresh_restores_and_steps_bit_identically(tmp_path: Path
         np.testing.assert_array_equal(a.sq_distances, b.sq_distances)
         assert a.events == b.events
         kinds += [e["event"] for e in a.events]
-    assert "kernel_refreshed" in kinds  # a refresh after the restore, the same on both
+    assert {"kernel_refreshed", "kernel_kept"} & set(kinds)  # a refit after the restore
+    np.testing.assert_array_equal(model._reservoir.kept.fitted.anchors,
+                                  restored._reservoir.kept.fitted.anchors)
     arrays_a, meta_a = model.get_state()
     arrays_b, meta_b = restored.get_state()
     assert meta_a == meta_b and arrays_a.keys() == arrays_b.keys()
@@ -109,5 +184,43 @@ def test_a_resketch_refits_the_graph_kernel_on_the_new_features() -> None:
     before = adjusted_rand_score(truth, model.predict(x))
     assert before >= 0.95
     model.resketch(lambda raw: np.asarray(raw) @ np.linalg.pinv(proj).T * 3.0)
+    # the refit in the new space is adopted; no kernel of the old space stays a candidate
+    assert model._reservoir.kept is None and model._reservoir.n_refreshes == 1
     assert model.kernel_.fitted.anchors[:, 0].max() > 2.5  # landmarks in the new space
     assert adjusted_rand_score(truth, model.predict(x * 3.0)) >= before - 0.05
+
+
+class _Rejections:
+    """What :func:`refresh_reason` reads of drift handling: its count of rejected splits."""
+
+    def __init__(self, n_rejected: int) -> None:
+        self.n_rejected = n_rejected
+
+
+@pytest.mark.parametrize(("events", "rejected", "since_fit", "expected"), [
+    ([{"event": "split"}], 0, 10, "drift"),
+    ([{"event": "merge"}], 5, 10, "drift"),
+    ([], 1, 10, "alarm"),  # drift handling rejected a split since the reservoir looked
+    ([], 1, 0, None),  # ... but the kernel was fitted on these very rows
+    ([], 0, RESERVOIR_ROWS, "turnover"),
+    ([], 0, RESERVOIR_ROWS - 1, None),
+])
+def test_a_refit_follows_drift_handling_and_the_reservoir_turnover(events, rejected, since_fit,
+                                                                   expected) -> None:
+    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=since_fit)
+    assert refresh_reason(reservoir, events, _Rejections(rejected)) == expected
+    assert refresh_reason(reservoir, [], _Rejections(rejected)) in (None, "turnover")
+    assert reservoir.rejected_seen == rejected  # each rejection leads to one refit at most
+
+
+def test_a_state_whose_kept_kernel_is_not_fitted_is_refused() -> None:
+    from streamkm.exceptions import StateError
+
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0)
+    for x, _ in moving_moons(6, RESERVOIR_ROWS // BATCH + 2, shift_per_batch=0.0):
+        model.step(x)
+    arrays, meta = model.get_state()
+    assert meta["kernel_reservoir"]["kept"] is not None
+    meta["kernel_reservoir"]["kept"]["fitted"] = {}
+    with pytest.raises(StateError, match="kept kernel 'anchor'"):
+        MiniBatchKernelKMeans.from_state(arrays, meta)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_blobs
+from sklearn.datasets import make_blobs, make_moons
 from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
-from streamkm.cluster._warmup import warm_up
+from streamkm.cluster._warmup import WarmedCandidate, best_warm_start, warm_up
+from streamkm.exceptions import ValidationError
 from streamkm.kernels import KernelSpec
 
 pytestmark = pytest.mark.unit
@@ -113,3 +114,55 @@ def test_fit_without_warm_up_starts_from_the_seeds_and_still_clusters():
     warm = MiniBatchKernelKMeans(3, random_state=0).fit(x)
     assert cold.init_objective_ > warm.init_objective_
     assert adjusted_rand_score(y, cold.labels_) > 0.95
+
+
+def _moons_and_two_partitions():
+    """Two moons, the partition along the moons (labels) and a straight cut across them."""
+    x, y = make_moons(600, noise=0.05, random_state=0)
+    across = (x[:, 0] > 0.5).astype(np.int64)
+    return x, y.astype(np.int64), across
+
+
+def _candidate(labels, objective):
+    weights = np.zeros((2, labels.shape[0]))
+    for j in range(2):
+        weights[j, labels == j] = 1.0 / max(int((labels == j).sum()), 1)
+    return WarmedCandidate(weights, objective, 1, labels)
+
+
+def test_a_graph_kernel_start_is_the_one_that_cuts_the_sample_graph_least():
+    x, along, across = _moons_and_two_partitions()
+    # the straight cut has the lower objective, the moons' partition the lower cut
+    best = best_warm_start([_candidate(across, 1.0), _candidate(along, 2.0)], x)
+    np.testing.assert_array_equal(best.labels, along)
+
+
+def test_without_the_rows_the_start_with_the_lowest_objective_is_kept():
+    x, along, across = _moons_and_two_partitions()
+    best = best_warm_start([_candidate(along, 2.0), _candidate(across, 1.0)])
+    np.testing.assert_array_equal(best.labels, across)
+
+
+def test_starts_that_cut_the_same_go_to_the_lower_objective():
+    x, along, _ = _moons_and_two_partitions()
+    swapped = 1 - along  # the same partition, other cluster order: the same cut
+    best = best_warm_start([_candidate(along, 2.0), _candidate(swapped, 1.5)], x)
+    assert best.objective == 1.5
+
+
+def test_a_single_start_is_returned_and_no_start_is_an_error():
+    x, along, _ = _moons_and_two_partitions()
+    only = _candidate(along, 3.0)
+    assert best_warm_start([only], x) is only
+    with pytest.raises(ValidationError, match="got 0"):
+        best_warm_start([], x)
+
+
+def test_warm_up_reports_the_sample_rows_nearest_center():
+    kmat, diag = _sample()
+    seeds = np.array([0, 1, 2, 3])
+    for steps in (0, 5):
+        got = warm_up(kmat, diag, seeds, max_steps=steps)
+        inner = got.weights @ kmat
+        dist = diag[None, :] - 2.0 * inner + np.einsum("jn,jn->j", got.weights, inner)[:, None]
+        np.testing.assert_array_equal(got.labels, dist.argmin(axis=0))
