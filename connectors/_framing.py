@@ -5,7 +5,8 @@ A :class:`FramedReader` reads an open file descriptor from a start offset in chu
 fixed-size binary records. A last line without its newline (or a partial fixed record) is
 held back until it is completed. A line longer than ``max_record_bytes`` is never held in
 memory whole: once the buffer passes the limit the reader streams past the rest of the line
-and emits one record with ``error="oversized"``, its first KiB and its length.
+and emits one record with ``error="oversized"``, its first KiB (at most
+``max_record_bytes + 1`` bytes, so it never depends on how the line was read) and its length.
 
 ``emitted_offset`` is the byte offset just after the last record handed out: the resume
 position. Bytes read ahead of it are only a cache; a new reader from ``emitted_offset``
@@ -88,6 +89,9 @@ class FramedReader:
         self._skip_start: int | None = None
         self._skip_prefix = b""
         self._mean_line_bytes = 0.0  # of the last block cut: sizes the next reads
+        # An oversized record keeps the same prefix however the line was read (streamed past
+        # or found whole): at most a KiB, and never more than the limit plus one byte.
+        self._prefix_bytes = min(ERROR_PREFIX_BYTES, max_record_bytes + 1)
 
     @property
     def read_offset(self) -> int:
@@ -123,8 +127,9 @@ class FramedReader:
                 len(self._buf) < self._mean_line_bytes * max_records):
             self._read_more(max_records)  # one block rather than a short one, then the rest
         while n < max_records:
-            n += self._cut_block(out, max_records - n)
-            if n >= max_records or not self._read_more(max_records - n):
+            cut = self._cut_block(out, max_records - n)
+            n += cut
+            if n >= max_records or (not cut and not self._read_more(max_records - n)):
                 break
         return out
 
@@ -224,7 +229,8 @@ class FramedReader:
             if nl < 0:
                 break
             if nl - pos > limit:
-                out.append(self._oversized(base + pos, nl - pos, buf[pos:pos + ERROR_PREFIX_BYTES]))
+                out.append(self._oversized(base + pos, nl - pos,
+                                           buf[pos:pos + self._prefix_bytes]))
             else:
                 out.append(RawRecord(buf[pos:nl], None, position(base + pos)))
             pos = nl + 1
@@ -234,7 +240,7 @@ class FramedReader:
             self.emitted_offset = base + pos
         if n < max_records and len(buf) > limit:  # an unfinished line already too long
             self._skip_start = self.emitted_offset
-            self._skip_prefix = buf[:ERROR_PREFIX_BYTES]
+            self._skip_prefix = buf[:self._prefix_bytes]
             buf = b""
         self._buf = buf
 

@@ -111,9 +111,14 @@ class _SlowRows:
 
     def then(self, other: _SlowRows) -> _SlowRows:
         """These rows followed by ``other`` 's (which come later in the block)."""
-        return _SlowRows(np.concatenate([self.rows, other.rows]),
-                         np.concatenate([self.x.reshape(len(self.rows), -1), other.x]),
-                         self.ids + other.ids, self.rejections + other.rejections)
+        if not self.rows.size:
+            x = other.x
+        elif not other.rows.size:
+            x = self.x
+        else:
+            x = np.concatenate([self.x, other.x])
+        return _SlowRows(np.concatenate([self.rows, other.rows]), x, self.ids + other.ids,
+                         self.rejections + other.rejections)
 
 
 def _fast_rows(decoder: Any, block: RecordBlock
