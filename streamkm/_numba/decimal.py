@@ -158,6 +158,22 @@ def _dyadic(w: np.uint64, q: int) -> tuple[float, bool]:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _gather_digits(buf: np.ndarray, i: int, end: int, w: np.uint64, digits: int
+                   ) -> tuple[int, np.uint64, int, bool]:
+    """Append the decimal digits from ``buf[i]`` on to ``w`` (``digits`` significant so
+    far; leading zeros are not significant). False past 19 significant digits."""
+    while i < end and 48 <= buf[i] <= 57:
+        d = buf[i] - 48
+        if digits > 0 or d != 0:
+            if digits == _MAX_DIGITS:
+                return i, w, digits, False
+            w = w * _TEN + np.uint64(d)
+            digits += 1
+        i += 1
+    return i, w, digits, True
+
+
+@njit(cache=True, nogil=True, inline="always")
 def parse_decimal(buf: np.ndarray, i: int, end: int, json: bool) -> tuple[float, int, bool]:
     """Parse the number starting at ``buf[i]`` (stopping before ``end``).
 
@@ -186,19 +202,11 @@ def parse_decimal(buf: np.ndarray, i: int, end: int, json: bool) -> tuple[float,
         i += 1
     elif not json and i < end and buf[i] == 43:  # '+'
         i += 1
-    w = _U0
-    digits = 0  # significant digits gathered into w
-    q = 0
-    n_int = 0
     start = i
-    while i < end and 48 <= buf[i] <= 57:
-        d = buf[i] - 48
-        if digits > 0 or d != 0:
-            if digits == _MAX_DIGITS:
-                return 0.0, i, False
-            w = w * _TEN + np.uint64(d)
-            digits += 1
-        i += 1
+    i, w, digits, ok = _gather_digits(buf, i, end, _U0, 0)
+    if not ok:
+        return 0.0, i, False
+    q = 0
     n_int = i - start
     if json and (n_int == 0 or (n_int > 1 and buf[start] == 48)):
         return 0.0, i, False  # JSON: no leading zeros, at least one integer digit
@@ -208,16 +216,11 @@ def parse_decimal(buf: np.ndarray, i: int, end: int, json: bool) -> tuple[float,
         integer_literal = False
         i += 1
         frac_start = i
-        while i < end and 48 <= buf[i] <= 57:
-            d = buf[i] - 48
-            if digits > 0 or d != 0:
-                if digits == _MAX_DIGITS:
-                    return 0.0, i, False
-                w = w * _TEN + np.uint64(d)
-                digits += 1
-            q -= 1
-            i += 1
+        i, w, digits, ok = _gather_digits(buf, i, end, w, digits)
+        if not ok:
+            return 0.0, i, False
         n_frac = i - frac_start
+        q -= n_frac
         if json and n_frac == 0:
             return 0.0, i, False
     if n_int + n_frac == 0:

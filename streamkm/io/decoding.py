@@ -34,6 +34,11 @@ the unavoidable Python work (one typed msgspec decode / one ``split``), and the 
 conversion and all range checks run once per batch in numpy. A JSON record the typed
 decoder refuses is decoded again by the standard library, which names the exact reason. float32 batches are a single
 ``np.frombuffer`` over the joined records.
+
+:meth:`RecordDecoder.decode_block` decodes a whole :class:`~streamkm.io.blocks.RecordBlock`
+(what the file source hands out) without an object per record: numba parsers for the common
+JSON and CSV shapes and float32 read straight from the buffer, with every other record
+through :meth:`RecordDecoder.decode_many` (see :mod:`streamkm.io.decoding_blocks`).
 """
 
 from __future__ import annotations
