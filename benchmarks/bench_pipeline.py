@@ -30,6 +30,9 @@ Kafka source with overlap off and on, all interleaved in one run (the order of t
 rotates per repeat). After each repeat, two threads of GEMMs against one: the
 speed-up a second core gives right now, the ceiling of any overlap on a shared machine.
 
+``ingest`` part: the file tailer, batcher and decoder alone (no model, no sinks), record by
+record and in blocks, interleaved: microseconds per record spent reading and decoding.
+
 ``kafka-sinks`` part: Kafka source and Kafka sinks, exactly-once outputs (``[kafka]
 transactional_id``, one transaction per checkpoint) off and on, interleaved, with a
 checkpoint every 5 batches and every batch.
@@ -40,7 +43,7 @@ median (min-max) over the repeats, ratios are medians of the per-repeat ratios.
 Usage::
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
-        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|kafka-sinks|overlap|all] \
+        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|kafka-sinks|overlap|ingest|all] \
         [--repeats 5]
 """
 
@@ -397,6 +400,63 @@ def two_thread_speedup(rounds: int = 4) -> float:
     return one / (time.perf_counter() - t0)
 
 
+def ingest_part(tmp: Path, repeats: int) -> None:
+    """Reading and decoding alone (file tailer -> batcher -> decoder, no model, no sinks):
+    microseconds per record, record by record against blocks, interleaved."""
+    rows = (("json", 32, 32 * BATCH), ("json", 784, 4 * BATCH), ("csv", 32, 32 * BATCH),
+            ("float32", 32, 32 * BATCH))
+    print(f"## Reading and decoding alone: record by record vs blocks (batch {BATCH}, "
+          f"{repeats} interleaved repeats, median (min-max), microseconds per record)\n")
+    print("| format | d | records | per-record read | per-record decode | blocks read "
+          "| blocks decode | per-record total / blocks total |")
+    print("|---|---|---|---|---|---|---|---|")
+    from streamkm.io.batcher import Batcher
+    from streamkm.io.decoding import RecordDecoder
+    from streamkm_connectors.file_tailer import FileTailSource
+
+    for fmt, dim, n in rows:
+        x = make_data(n, dim, 10)
+        data = tmp / f"ingest-{fmt}-{dim}"
+        framing: dict[str, Any] = {}
+        if fmt == "json":
+            data.write_bytes(b"\n".join(json_values(x)) + b"\n")
+        elif fmt == "csv":
+            data.write_bytes(b"".join(",".join(map(repr, r)).encode() + b"\n"
+                                      for r in x.tolist()))
+        else:
+            data.write_bytes(x.astype("<f4").tobytes())
+            framing = {"framing": "fixed", "record_size": 4 * dim}
+        times: dict[str, list[float]] = {key: [] for key in (
+            "records read", "records decode", "blocks read", "blocks decode", "ratio")}
+        for rep in range(repeats + 1):  # the first round compiles and warms the caches
+            totals = {}
+            for blocks in ((False, True) if rep % 2 else (True, False)):
+                name = "blocks" if blocks else "records"
+                part = FileTailSource([str(data)], blocks=blocks, **framing).build_part(
+                    str(data), None)
+                batcher = Batcher({str(data): part}, RecordDecoder(format=fmt, dim=dim),
+                                  dim=dim, batch_size=BATCH, max_wait_s=1.0,
+                                  poll_interval_s=0.001)
+                got = read = decode = 0.0
+                while got < n:
+                    batch = batcher.collect(min_valid=1, wait=lambda seconds: True)
+                    assert batch is not None
+                    got += batch.n_read
+                    read += batch.read_seconds
+                    decode += batch.decode_seconds
+                part.close()
+                if rep:
+                    times[f"{name} read"].append(1e6 * read / n)
+                    times[f"{name} decode"].append(1e6 * decode / n)
+                totals[name] = read + decode
+            if rep:
+                times["ratio"].append(totals["records"] / totals["blocks"])
+        cells = " | ".join(summary(times[key], ".2f") for key in (
+            "records read", "records decode", "blocks read", "blocks decode", "ratio"))
+        print(f"| {fmt} | {dim} | {n:,} | {cells} |", flush=True)
+    print()
+
+
 #: Service variants of the overlap part: name -> (overlap, read_blocks).
 OVERLAP_VARIANTS = {"off": (False, False), "on": (True, False), "blocks off": (False, True),
                     "blocks on": (True, True)}
@@ -541,7 +601,8 @@ def kafka_sinks_part(tmp: Path, repeats: int, k: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", nargs="?", choices=("engine", "kafka", "kafka-sinks", "ui",
-                                                    "overlap", "all"), default="all")
+                                                    "overlap", "ingest", "all"),
+                        default="all")
     parser.add_argument("--no-kafka", action="store_true",
                         help="overlap part: the file rows only (no broker)")
     parser.add_argument("--repeats", type=int, default=5)
@@ -556,6 +617,8 @@ def main() -> None:
             kafka_part(Path(tmp), args.repeats, args.k)
         if args.part in ("kafka-sinks", "all"):
             kafka_sinks_part(Path(tmp), args.repeats, args.k)
+        if args.part in ("ingest", "all"):
+            ingest_part(Path(tmp), args.repeats)
         if args.part in ("overlap", "all"):
             overlap_part(Path(tmp), args.repeats, args.k, with_kafka=not args.no_kafka)
 

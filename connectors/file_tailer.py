@@ -19,8 +19,9 @@ newest one:
 * files are identified by (device, inode) plus the SHA-256 of their first
   ``fingerprint_bytes`` bytes, so a new file on a reused inode is read from its start;
 * a line longer than ``max_record_bytes`` is streamed past (memory stays bounded by about
-  ``max_record_bytes + read_chunk_bytes``) and handed out as one record with
-  ``error="oversized"``, its first KiB as value and ``position["length"]``.
+  ``max_record_bytes`` plus one read: ``read_chunk_bytes``, or up to 1 MiB when a block of
+  many records is read) and handed out as one record with ``error="oversized"``, its first
+  KiB as value and ``position["length"]``.
 
 An input that exists but cannot be read is reported, not skipped silently:
 :attr:`FileTailPartition.unreadable` maps each such path to its errno and error, from the

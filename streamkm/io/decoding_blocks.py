@@ -78,7 +78,7 @@ def decode_block(decoder: Any, block: RecordBlock
     if not slow.rows.size:
         kept = np.flatnonzero(ok) if slow_rows.size else None
     else:
-        if not out.flags.writeable:
+        if out.dtype != np.float64:  # float32 records: a view of the block's buffer
             out = out.astype(np.float64)
         out[slow.rows] = slow.x
         ok[slow.rows] = True
