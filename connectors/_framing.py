@@ -143,8 +143,9 @@ class FramedReader:
         return True
 
     def _next_read_size(self, wanted: int) -> int:
-        """Bytes to ask for: a chunk, or what ``wanted`` more records take at the mean
-        record size of the bytes already buffered, whichever is larger."""
+        """Bytes to ask for: a chunk, or what ``wanted`` more records take (at the mean
+        line size of the last block cut, plus an eighth), whichever is larger; at most
+        :data:`MAX_BLOCK_READ_BYTES`."""
         if self.framing == "fixed":
             assert self.record_size is not None
             estimate = wanted * self.record_size - len(self._buf)
