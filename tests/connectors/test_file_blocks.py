@@ -7,8 +7,6 @@ import json
 import os
 import random
 import struct
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,6 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from streamkm.app.service import Service
-from streamkm.config.schema import config_from_mapping
 from streamkm.io.batcher import Batcher
 from streamkm.io.blocks import RecordBlock, RecordRows, all_replayed, any_replayed
 from streamkm.io.checkpoint import checkpoint_files, read_checkpoint
@@ -27,6 +24,8 @@ from streamkm.io.decoding import RecordDecoder
 from streamkm.sources import RawRecord
 from streamkm_connectors._framing import FramedReader
 from streamkm_connectors.file_tailer import FileTailSource
+from tests.runtime.test_overlap import _config as service_config
+from tests.runtime.test_overlap import _run_until as run_until
 from tests.test_poison_records import mutate, templates
 
 pytestmark = pytest.mark.unit
@@ -216,23 +215,12 @@ def test_float32_blocks_are_read_straight_and_bad_values_rejected_as_before(
 
 
 def _service_outputs(folder: Path, data: Path, *, read_blocks: bool) -> tuple[Any, ...]:
-    config = config_from_mapping({
-        "source": {"paths": [str(data)], "poll_interval_ms": 5, "read_blocks": read_blocks},
-        "decoding": {"dim": DIM},
-        "batching": {"batch_size": 50, "first_batch_size": 50, "max_wait_ms": 200},
-        "model": {"n_clusters": 2, "random_state": 0, "tol": 0.0, "patience": 1_000_000},
-        "checkpoint": {"dir": "ckpt", "every_batches": 2, "every_seconds": 60},
-        "sinks": {"assignments": "out/assignments.jsonl", "events": "out/events.jsonl",
-                  "dead_letter": "out/dead.jsonl"},
-        "metrics": {"enabled": False}, "ui": {"enabled": False},
-    }, base_dir=folder)
-    service = Service(config, registry=CollectorRegistry())
-    service.start()
+    config = service_config(folder, data=data)
+    source = config.source.model_copy(update={"read_blocks": read_blocks})
+    service = Service(config.model_copy(update={"source": source}),
+                      registry=CollectorRegistry())
     total = sum(1 for _ in data.open("rb"))
-    stopper = threading.Thread(target=lambda: _stop_when_read(service, total))
-    stopper.start()
-    service.run()
-    stopper.join()
+    run_until(service, lambda: service.status.records_read >= total)
     assignments = (folder / "out" / "assignments.jsonl").read_text().splitlines()
     dead = [{k: v for k, v in json.loads(line).items() if k != "time"}
             for line in (folder / "out" / "dead.jsonl").read_text().splitlines()]
@@ -240,19 +228,13 @@ def _service_outputs(folder: Path, data: Path, *, read_blocks: bool) -> tuple[An
     return assignments, dead, checkpoint.positions
 
 
-def _stop_when_read(service: Any, total: int) -> None:
-    deadline = time.monotonic() + 120
-    while service.status.records_read < total and time.monotonic() < deadline:
-        time.sleep(0.005)
-    service.request_stop()
-
-
 def test_the_service_writes_the_same_outputs_and_positions_with_and_without_blocks(
         tmp_path: Path) -> None:
-    rng = random.Random(7)
-    lines = _good_lines(rng, "json", 400)
-    for at, bad in ((5, b'{"id": 5, "x": [1, 2]}'), (77, b"\xff\xfe"), (150, b""),
-                    (260, b'{"id": "x", "x": [1, NaN, 3]}'), (301, b'{"x": [1e999, 0, 0]}')):
+    rng = np.random.default_rng(7)
+    lines = [json.dumps({"id": i, "x": rng.normal(size=2).tolist()}).encode()
+             for i in range(400)]
+    for at, bad in ((5, b'{"id": 5, "x": [1]}'), (77, b"\xff\xfe"), (150, b""),
+                    (260, b'{"id": "x", "x": [1, NaN]}'), (301, b'{"x": [1e999, 0]}')):
         lines[at] = bad
     data = tmp_path / "in.jsonl"
     data.write_bytes(b"\n".join(lines) + b"\n")
