@@ -6,7 +6,9 @@ written to a file and run through the whole service (file tailer -> decoder -> b
 engine -> assignment, dead-letter and event sinks -> checkpoints), in-process, metrics
 registry included, no HTTP server. The baseline feeds the identical arrays, in the identical
 batches, to ``MiniBatchKernelKMeans.step`` directly. Both are timed from the end of the
-first (initialising) batch to the last record. Each row runs in two model modes:
+first (initialising) batch to the last record. The service runs twice per repeat: reading
+the file record by record (``[source] read_blocks = false``) and in blocks (the default).
+Each row runs in two model modes:
 
 * ``updating``: ``tol=0`` and a patience no run reaches, so every step updates the centers;
 * ``converged``: the default ``tol`` / ``patience``; the model converges after a few steps
@@ -23,10 +25,14 @@ is measured for a new consumer group.
 
 ``overlap`` part: ingest overlapping the step (``[batching] overlap``) off and on, model
 updating: per row (JSON d=32, JSON d=784, float32 d=32) the engine alone and the service from
-the file with overlap off and on, and (with the Tansu broker) the JSON d=32 records through
-the Kafka source with overlap off and on, all interleaved in one run (the order of the
-variants rotates per repeat). After each repeat, two threads of GEMMs against one: the
+the file with overlap off and on, each reading the file record by record and in blocks
+(``[source] read_blocks``), and (with the Tansu broker) the JSON d=32 records through the
+Kafka source with overlap off and on, all interleaved in one run (the order of the variants
+rotates per repeat). After each repeat, two threads of GEMMs against one: the
 speed-up a second core gives right now, the ceiling of any overlap on a shared machine.
+
+``ingest`` part: the file tailer, batcher and decoder alone (no model, no sinks), record by
+record and in blocks, interleaved: microseconds per record spent reading and decoding.
 
 ``kafka-sinks`` part: Kafka source and Kafka sinks, exactly-once outputs (``[kafka]
 transactional_id``, one transaction per checkpoint) off and on, interleaved, with a
@@ -38,7 +44,7 @@ median (min-max) over the repeats, ratios are medians of the per-repeat ratios.
 Usage::
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \\
-        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|kafka-sinks|overlap|all] \
+        .venv/bin/python benchmarks/bench_pipeline.py [engine|kafka|kafka-sinks|overlap|ingest|all] \
         [--repeats 5]
 """
 
@@ -161,8 +167,10 @@ def _time_parts(status: Any) -> dict[str, float]:
             "engine": status.model_seconds, "sinks": status.sink_seconds}
 
 
-def file_source(data: Path, fmt: str, dim: int) -> dict[str, Any]:
-    source: dict[str, Any] = {"paths": [str(data)], "poll_interval_ms": 5}
+def file_source(data: Path, fmt: str, dim: int, blocks: bool = True) -> dict[str, Any]:
+    """The file source of ``data``; ``blocks`` False reads and decodes record by record."""
+    source: dict[str, Any] = {"paths": [str(data)], "poll_interval_ms": 5,
+                              "read_blocks": blocks}
     if fmt == "float32":
         source.update(framing="fixed", record_size=4 * dim)
     return source
@@ -178,10 +186,12 @@ def summary(values: list[float], fmt: str = ",.0f") -> str:
 def engine_part(tmp: Path, repeats: int, k: int) -> None:
     print(f"## Service from a file vs the engine alone (k={k}, rbf with gamma auto: the kernel "
           f"it resolved to on the first batch is the kernel column, tau=200, batch {BATCH}, "
-          f"{repeats} interleaved repeats, median (min-max))\n")
+          f"{repeats} interleaved repeats, median (min-max); the service reads the file "
+          f"record by record and in blocks)\n")
     print("| format | dtype | d | records | kernel | model | updates | engine rec/s "
-          "| service rec/s | service / engine | service time: read / decode / engine / sinks |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| per-record rec/s | blocks rec/s | per-record / engine | blocks / engine "
+          "| blocks / per-record | blocks time: read / decode / engine / sinks |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for fmt, dtype, dim, n in ENGINE_ROWS:
         x = make_data(n, dim, k)
         data = tmp / f"in-{fmt}-{dim}"
@@ -190,26 +200,41 @@ def engine_part(tmp: Path, repeats: int, k: int) -> None:
         else:
             data.write_bytes(x.astype("<f4").tobytes())
         for mode in MODES:
-            engine, service, ratios, updates = [], [], [], []
+            runs: dict[str, list[float]] = {key: [] for key in (
+                "engine", "records", "blocks", "records/engine", "blocks/engine",
+                "blocks/records", "updates")}
             shares: dict[str, list[float]] = {key: [] for key in ("read", "decode", "engine",
                                                                   "sinks")}
             engine_only(x, k, dtype, mode)  # compiles the numba specialisations of this mode
             for rep in range(repeats):
-                e = engine_only(x, k, dtype, mode)
-                folder = tmp / f"{fmt}-{dim}-{mode}-{rep}"
-                folder.mkdir()
-                s = run_service(service_config(folder, file_source(data, fmt, dim), fmt, dim,
-                                               k, dtype, mode), n)
-                engine.append(e["rate"])
-                service.append(s["rate"])
-                ratios.append(s["rate"] / e["rate"])
-                updates.append(e["updates"])
-                for key, values in shares.items():
-                    values.append(s[key])
+                rates: dict[str, float] = {}
+                variants = ["engine", "records", "blocks"]
+                for name in variants[rep % 3:] + variants[:rep % 3]:
+                    if name == "engine":
+                        e = engine_only(x, k, dtype, mode)
+                        rates[name] = e["rate"]
+                        runs["updates"].append(e["updates"])
+                        continue
+                    folder = tmp / f"{fmt}-{dim}-{mode}-{rep}-{name}"
+                    folder.mkdir()
+                    source = file_source(data, fmt, dim, blocks=name == "blocks")
+                    s = run_service(service_config(folder, source, fmt, dim, k, dtype, mode), n)
+                    rates[name] = s["rate"]
+                    if name == "blocks":
+                        for key, values in shares.items():
+                            values.append(s[key])
+                for key in ("engine", "records", "blocks"):
+                    runs[key].append(rates[key])
+                runs["records/engine"].append(rates["records"] / rates["engine"])
+                runs["blocks/engine"].append(rates["blocks"] / rates["engine"])
+                runs["blocks/records"].append(rates["blocks"] / rates["records"])
             split = " / ".join(f"{100 * statistics.median(v):.0f}%" for v in shares.values())
             print(f"| {fmt} | {dtype} | {dim} | {n:,} | {e['kernel']} | {mode} | "
-                  f"{100 * statistics.median(updates):.0f}% | {summary(engine)} | "
-                  f"{summary(service)} | {summary(ratios, '.2f')} | {split} |", flush=True)
+                  f"{100 * statistics.median(runs['updates']):.0f}% | {summary(runs['engine'])}"
+                  f" | {summary(runs['records'])} | {summary(runs['blocks'])} | "
+                  f"{summary(runs['records/engine'], '.2f')} | "
+                  f"{summary(runs['blocks/engine'], '.2f')} | "
+                  f"{summary(runs['blocks/records'], '.2f')} | {split} |", flush=True)
     print()
 
 
@@ -445,15 +470,82 @@ def two_thread_speedup(rounds: int = 4) -> float:
     return one / (time.perf_counter() - t0)
 
 
+def ingest_part(tmp: Path, repeats: int) -> None:
+    """Reading and decoding alone (file tailer -> batcher -> decoder, no model, no sinks):
+    microseconds per record, record by record against blocks, interleaved."""
+    rows = (("json", 32, 32 * BATCH), ("json", 784, 4 * BATCH), ("csv", 32, 32 * BATCH),
+            ("float32", 32, 32 * BATCH))
+    print(f"## Reading and decoding alone: record by record vs blocks (batch {BATCH}, "
+          f"{repeats} interleaved repeats, median (min-max), microseconds per record)\n")
+    print("| format | d | records | per-record read | per-record decode | blocks read "
+          "| blocks decode | per-record total / blocks total |")
+    print("|---|---|---|---|---|---|---|---|")
+    from streamkm.io.batcher import Batcher
+    from streamkm.io.decoding import RecordDecoder
+    from streamkm_connectors.file_tailer import FileTailSource
+
+    for fmt, dim, n in rows:
+        x = make_data(n, dim, 10)
+        data = tmp / f"ingest-{fmt}-{dim}"
+        framing: dict[str, Any] = {}
+        if fmt == "json":
+            data.write_bytes(b"\n".join(json_values(x)) + b"\n")
+        elif fmt == "csv":
+            data.write_bytes(b"".join(",".join(map(repr, r)).encode() + b"\n"
+                                      for r in x.tolist()))
+        else:
+            data.write_bytes(x.astype("<f4").tobytes())
+            framing = {"framing": "fixed", "record_size": 4 * dim}
+        times: dict[str, list[float]] = {key: [] for key in (
+            "records read", "records decode", "blocks read", "blocks decode", "ratio")}
+        for rep in range(repeats + 1):  # the first round compiles and warms the caches
+            totals = {}
+            for blocks in ((False, True) if rep % 2 else (True, False)):
+                name = "blocks" if blocks else "records"
+                part = FileTailSource([str(data)], blocks=blocks, **framing).build_part(
+                    str(data), None)
+                batcher = Batcher({str(data): part}, RecordDecoder(format=fmt, dim=dim),
+                                  dim=dim, batch_size=BATCH, max_wait_s=1.0,
+                                  poll_interval_s=0.001)
+                got = read = decode = 0.0
+                while got < n:
+                    batch = batcher.collect(min_valid=1, wait=lambda seconds: True)
+                    assert batch is not None
+                    got += batch.n_read
+                    read += batch.read_seconds
+                    decode += batch.decode_seconds
+                part.close()
+                if rep:
+                    times[f"{name} read"].append(1e6 * read / n)
+                    times[f"{name} decode"].append(1e6 * decode / n)
+                totals[name] = read + decode
+            if rep:
+                times["ratio"].append(totals["records"] / totals["blocks"])
+        cells = " | ".join(summary(times[key], ".2f") for key in (
+            "records read", "records decode", "blocks read", "blocks decode", "ratio"))
+        print(f"| {fmt} | {dim} | {n:,} | {cells} |", flush=True)
+    print()
+
+
+#: Service variants of the overlap part: name -> (overlap, read_blocks).
+OVERLAP_VARIANTS = {"off": (False, False), "on": (True, False), "blocks off": (False, True),
+                    "blocks on": (True, True)}
+
+
 def overlap_part(tmp: Path, repeats: int, k: int, with_kafka: bool = True) -> None:
-    """Overlap off vs on, model updating: the file rows against the engine alone, and the
-    Kafka source on JSON d=32 (needs the Tansu broker)."""
+    """Overlap off vs on, model updating: the file rows against the engine alone (read
+    record by record and in blocks), and the Kafka source on JSON d=32 (needs the Tansu
+    broker; blocks are a file-source feature)."""
     mode = "updating"
-    print(f"## Ingest overlapping the step: off vs on (k={k}, rbf with gamma auto, tau=200, "
-          f"batch {BATCH}, model updating, {repeats} interleaved repeats, median (min-max))\n")
-    print("| source | format | dtype | d | records | kernel | engine rec/s | overlap off rec/s "
-          "| overlap on rec/s | off / engine | on / engine | on / off | 2-thread GEMM speed-up |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"## Ingest overlapping the step: off vs on, records vs blocks (k={k}, rbf with "
+          f"gamma auto, tau=200, batch {BATCH}, model updating, {repeats} interleaved repeats, "
+          f"median (min-max); 'blocks on' is the default configuration)\n")
+    print("| source | format | dtype | d | records | kernel | engine rec/s "
+          "| per-record, overlap off, rec/s | per-record, overlap on, rec/s "
+          "| blocks, overlap off, rec/s | blocks, overlap on, rec/s "
+          "| per-record off / engine | per-record on / engine | blocks off / engine "
+          "| blocks on / engine | blocks on / per-record on | 2-thread GEMM speed-up |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows: list[tuple[str, str, str, int, int]] = [("file", *row) for row in ENGINE_ROWS]
     if with_kafka:
         rows.append(("kafka", "json", "float64", 32, 32 * BATCH))
@@ -469,6 +561,7 @@ def overlap_part(tmp: Path, repeats: int, k: int, with_kafka: bool = True) -> No
                 data.write_bytes(x.astype("<f4").tobytes())
             kafka: dict[str, Any] | None = None
             topic = f"bench-overlap-{dim}"
+            names = ["engine", *OVERLAP_VARIANTS]
             if source_kind == "kafka":
                 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
                 from tests.helpers.kafka_broker import create_topics, start_tansu
@@ -477,37 +570,43 @@ def overlap_part(tmp: Path, repeats: int, k: int, with_kafka: bool = True) -> No
                 create_topics(broker.bootstrap, {topic: PARTITIONS})
                 produce_batched(broker.bootstrap, topic, values)
                 kafka = {"bootstrap_servers": [broker.bootstrap]}
-            runs: dict[str, list[float]] = {key: [] for key in (
-                "engine", "off", "on", "off/engine", "on/engine", "on/off", "headroom")}
+                names = ["engine", "off", "on"]
+            runs: dict[str, list[float]] = {key: [] for key in (*names, "headroom")}
+            ratios: dict[str, list[float]] = {key: [] for key in names[1:]}
+            blocks_gain: list[float] = []
             e = engine_only(x, k, dtype, mode)  # compiles this mode's numba specialisations
             for rep in range(repeats):
                 rates: dict[str, float] = {}
-                variants = ["engine", "off", "on"]
-                for name in variants[rep % 3:] + variants[:rep % 3]:
+                turn = rep % len(names)
+                for name in names[turn:] + names[:turn]:
                     if name == "engine":
                         e = engine_only(x, k, dtype, mode)
                         rates[name] = e["rate"]
                         continue
-                    folder = tmp / f"ov-{source_kind}-{fmt}-{dim}-{rep}-{name}"
+                    overlap, blocks = OVERLAP_VARIANTS[name]
+                    folder = tmp / f"ov-{source_kind}-{fmt}-{dim}-{rep}-{name.replace(' ', '-')}"
                     folder.mkdir()
-                    source = (file_source(data, fmt, dim) if kafka is None else
+                    source = (file_source(data, fmt, dim, blocks=blocks) if kafka is None else
                               {"kind": "kafka", "topics": [topic],
                                "group_id": f"g-ov-{rep}-{name}",
                                "auto_offset_reset": "earliest"})
                     config = service_config(folder, source, fmt, dim, k, dtype, mode, kafka,
-                                            overlap=name == "on")
+                                            overlap=overlap)
                     rates[name] = run_service(config, n)["rate"]
-                for key in ("engine", "off", "on"):
+                for key in names:
                     runs[key].append(rates[key])
-                runs["off/engine"].append(rates["off"] / rates["engine"])
-                runs["on/engine"].append(rates["on"] / rates["engine"])
-                runs["on/off"].append(rates["on"] / rates["off"])
+                for key in names[1:]:
+                    ratios[key].append(rates[key] / rates["engine"])
+                if "blocks on" in rates:
+                    blocks_gain.append(rates["blocks on"] / rates["on"])
                 runs["headroom"].append(two_thread_speedup())
+            cells = [summary(runs[key]) if key in runs else "-" for key in OVERLAP_VARIANTS]
+            cells += [summary(ratios[key], ".2f") if key in ratios else "-"
+                      for key in OVERLAP_VARIANTS]
+            gain = summary(blocks_gain, ".2f") if blocks_gain else "-"
             print(f"| {source_kind} | {fmt} | {dtype} | {dim} | {n:,} | {e['kernel']} | "
-                  f"{summary(runs['engine'])} | {summary(runs['off'])} | {summary(runs['on'])} "
-                  f"| {summary(runs['off/engine'], '.2f')} | {summary(runs['on/engine'], '.2f')}"
-                  f" | {summary(runs['on/off'], '.2f')} | {summary(runs['headroom'], '.2f')} |",
-                  flush=True)
+                  f"{summary(runs['engine'])} | {' | '.join(cells)} | {gain} | "
+                  f"{summary(runs['headroom'], '.2f')} |", flush=True)
     finally:
         if broker is not None:
             broker.stop()
@@ -572,7 +671,8 @@ def kafka_sinks_part(tmp: Path, repeats: int, k: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", nargs="?", choices=("engine", "kafka", "kafka-sinks", "ui",
-                                                    "overlap", "all"), default="all")
+                                                    "overlap", "ingest", "all"),
+                        default="all")
     parser.add_argument("--no-kafka", action="store_true",
                         help="overlap part: the file rows only (no broker)")
     parser.add_argument("--repeats", type=int, default=5)
@@ -587,6 +687,8 @@ def main() -> None:
             kafka_part(Path(tmp), args.repeats, args.k)
         if args.part in ("kafka-sinks", "all"):
             kafka_sinks_part(Path(tmp), args.repeats, args.k)
+        if args.part in ("ingest", "all"):
+            ingest_part(Path(tmp), args.repeats)
         if args.part in ("overlap", "all"):
             overlap_part(Path(tmp), args.repeats, args.k, with_kafka=not args.no_kafka)
 

@@ -5,11 +5,19 @@ A :class:`FramedReader` reads an open file descriptor from a start offset in chu
 fixed-size binary records. A last line without its newline (or a partial fixed record) is
 held back until it is completed. A line longer than ``max_record_bytes`` is never held in
 memory whole: once the buffer passes the limit the reader streams past the rest of the line
-and emits one record with ``error="oversized"``, its first KiB and its length.
+and emits one record with ``error="oversized"``, its first KiB (at most
+``max_record_bytes + 1`` bytes, so it never depends on how the line was read) and its length.
 
 ``emitted_offset`` is the byte offset just after the last record handed out: the resume
 position. Bytes read ahead of it are only a cache; a new reader from ``emitted_offset``
 reads them again.
+
+:meth:`FramedReader.read_blocks` hands out the same records as :meth:`FramedReader.read`,
+but as :class:`~streamkm.io.blocks.RecordBlock` s (the buffer and the records' offsets in
+it) with only framing errors (``oversized``) as single records: no object per record. When
+a block needs more than one read, the next read asks for about as many bytes as the records
+still wanted take (estimated from the records read so far), so a block is read in a few
+large reads rather than many chunks.
 """
 
 from __future__ import annotations
@@ -17,9 +25,28 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+import numpy as np
+
+from streamkm.io.blocks import RecordBlock
 from streamkm.sources import ERROR_PREFIX_BYTES, OVERSIZED, TRUNCATED, RawRecord
 
+#: Largest single read of :meth:`FramedReader.read_blocks` (bytes).
+MAX_BLOCK_READ_BYTES = 1 << 20
+
 __all__ = ["FramedReader"]
+
+
+def _line_ends(buf: bytes, wanted: int) -> list[int]:
+    """Indices of the first ``wanted`` newlines of ``buf``."""
+    ends: list[int] = []
+    find = buf.find
+    nl = find(b"\n")
+    while nl >= 0:
+        ends.append(nl)
+        if len(ends) == wanted:
+            break
+        nl = find(b"\n", nl + 1)
+    return ends
 
 
 class FramedReader:
@@ -61,6 +88,10 @@ class FramedReader:
         # While streaming past an oversized line: its start, its prefix, bytes skipped.
         self._skip_start: int | None = None
         self._skip_prefix = b""
+        self._mean_line_bytes = 0.0  # of the last block cut: sizes the next reads
+        # An oversized record keeps the same prefix however the line was read (streamed past
+        # or found whole): at most a KiB, and never more than the limit plus one byte.
+        self._prefix_bytes = min(ERROR_PREFIX_BYTES, max_record_bytes + 1)
 
     @property
     def read_offset(self) -> int:
@@ -87,6 +118,95 @@ class FramedReader:
             self._buf = self._buf + data if self._buf else data
         return out
 
+    def read_blocks(self, max_records: int) -> list[RecordBlock | RawRecord]:
+        """Up to ``max_records`` complete records as blocks (framing errors as single
+        records), in file order; fewer means the file end was reached."""
+        out: list[RecordBlock | RawRecord] = []
+        n = 0
+        if self.framing == "lines" and self._skip_start is None and (
+                len(self._buf) < self._mean_line_bytes * max_records):
+            self._read_more(max_records)  # one block rather than a short one, then the rest
+        while n < max_records:
+            cut = self._cut_block(out, max_records - n)
+            n += cut
+            if n >= max_records or (not cut and not self._read_more(max_records - n)):
+                break
+        return out
+
+    def _read_more(self, wanted: int) -> bool:
+        """Read what ``wanted`` more records probably take; False at the end of the file."""
+        data = os.pread(self.fd, self._next_read_size(wanted), self._read_offset)
+        if not data:
+            return False
+        self._read_offset += len(data)
+        self._buf = self._buf + data if self._buf else data
+        return True
+
+    def _next_read_size(self, wanted: int) -> int:
+        """Bytes to ask for: a chunk, or what ``wanted`` more records take (at the mean
+        line size of the last block cut, plus an eighth), whichever is larger; at most
+        :data:`MAX_BLOCK_READ_BYTES`."""
+        if self.framing == "fixed":
+            assert self.record_size is not None
+            estimate = wanted * self.record_size - len(self._buf)
+        else:
+            estimate = int(self._mean_line_bytes * 1.125 * wanted) - len(self._buf)
+        return max(self.chunk_bytes, min(estimate, MAX_BLOCK_READ_BYTES))
+
+    def _cut_block(self, out: list[RecordBlock | RawRecord], max_records: int) -> int:
+        """Cut up to ``max_records`` records from the buffer into ``out``: one block, then
+        an oversized line (if one stops it); returns how many records were cut."""
+        if self.framing == "fixed":
+            return self._cut_fixed_block(out, max_records)
+        single: list[RawRecord] = []
+        if self._skip_start is not None:  # finishing a line already known to be too long
+            self._cut_lines(single, 1)
+            out.extend(single)
+            if self._skip_start is not None:
+                return len(single)
+        buf = self._buf
+        n_cut = len(single)
+        wanted = max_records - n_cut
+        if wanted <= 0 or not buf:
+            return n_cut
+        ends = np.array(_line_ends(buf, wanted), dtype=np.int64)
+        if len(ends):
+            starts = np.empty_like(ends)
+            starts[0] = 0
+            starts[1:] = ends[:-1] + 1
+            too_long = np.flatnonzero(ends - starts > self.max_record_bytes)
+            if len(too_long):  # the block stops before it; it is cut as a single record
+                ends, starts = ends[:too_long[0]], starts[:too_long[0]]
+        if len(ends):
+            base = self.emitted_offset
+            out.append(RecordBlock(buf, starts, ends, base, self.path, self.partition))
+            consumed = int(ends[-1]) + 1
+            self._mean_line_bytes = consumed / len(ends)
+            self._buf = buf[consumed:]
+            self.emitted_offset = base + consumed
+            n_cut += len(ends)
+        if n_cut < max_records and self._buf:  # an oversized line, complete or not, is next
+            single = []
+            self._cut_lines(single, 1)
+            out.extend(single)
+            n_cut += len(single)
+        return n_cut
+
+    def _cut_fixed_block(self, out: list[RecordBlock | RawRecord], max_records: int) -> int:
+        size = self.record_size
+        assert size is not None
+        buf = self._buf
+        count = min(len(buf) // size, max_records)
+        if not count:
+            return 0
+        starts = np.arange(0, count * size, size, dtype=np.int64)
+        base = self.emitted_offset
+        out.append(RecordBlock(buf, starts, starts + size, base, self.path, self.partition,
+                               record_size=size))
+        self._buf = buf[count * size:]
+        self.emitted_offset = base + count * size
+        return count
+
     def _cut_lines(self, out: list[RawRecord], max_records: int) -> None:
         buf = self._buf
         limit = self.max_record_bytes
@@ -110,7 +230,8 @@ class FramedReader:
             if nl < 0:
                 break
             if nl - pos > limit:
-                out.append(self._oversized(base + pos, nl - pos, buf[pos:pos + ERROR_PREFIX_BYTES]))
+                out.append(self._oversized(base + pos, nl - pos,
+                                           buf[pos:pos + self._prefix_bytes]))
             else:
                 out.append(RawRecord(buf[pos:nl], None, position(base + pos)))
             pos = nl + 1
@@ -120,7 +241,7 @@ class FramedReader:
             self.emitted_offset = base + pos
         if n < max_records and len(buf) > limit:  # an unfinished line already too long
             self._skip_start = self.emitted_offset
-            self._skip_prefix = buf[:ERROR_PREFIX_BYTES]
+            self._skip_prefix = buf[:self._prefix_bytes]
             buf = b""
         self._buf = buf
 

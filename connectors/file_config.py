@@ -30,6 +30,9 @@ class FileSourceConfig(SourceSection):
     max_record_bytes: int = Field(default=1 << 20, gt=0)
     start_at: Literal["beginning", "end"] = "beginning"
     poll_interval_ms: float = Field(default=20.0, gt=0)
+    #: Hand the batcher whole blocks of records (one buffer and the records' offsets) and
+    #: decode each block in one call; ``false`` reads and decodes record by record.
+    read_blocks: bool = True
 
     @model_validator(mode="after")
     def _fixed_needs_size(self) -> FileSourceConfig:

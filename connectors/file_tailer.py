@@ -19,8 +19,9 @@ newest one:
 * files are identified by (device, inode) plus the SHA-256 of their first
   ``fingerprint_bytes`` bytes, so a new file on a reused inode is read from its start;
 * a line longer than ``max_record_bytes`` is streamed past (memory stays bounded by about
-  ``max_record_bytes + read_chunk_bytes``) and handed out as one record with
-  ``error="oversized"``, its first KiB as value and ``position["length"]``.
+  ``max_record_bytes`` plus one read: ``read_chunk_bytes``, or up to 1 MiB when a block of
+  many records is read) and handed out as one record with ``error="oversized"``, its first
+  KiB as value and ``position["length"]``.
 
 An input that exists but cannot be read is reported, not skipped silently:
 :attr:`FileTailPartition.unreadable` maps each such path to its errno and error, from the
@@ -52,6 +53,7 @@ from typing import Any, Literal
 from ._file_identity import TrackedFile
 from ._framing import FramedReader
 from streamkm.exceptions import ParameterError, StateError
+from streamkm.io.blocks import RecordBlock, count_records
 from streamkm.sources import LAG_BYTES, RawRecord
 
 __all__ = ["FileTailSource", "FileTailPartition"]
@@ -104,7 +106,12 @@ class FileTailSource:
         How long a rotated-away file ending with an incomplete line may still grow before
         that tail is given up as a ``truncated`` record (default 1 s).
     read_chunk_bytes : int
-        Bytes per read call (default 256 KiB).
+        Bytes per read call (default 256 KiB; a block of many records is read in larger
+        calls, see :mod:`._framing`).
+    blocks : bool
+        Partitions offer :meth:`FileTailPartition.next_blocks` to the batcher (default): the
+        records of a batch arrive as a few buffers with offsets, not one object each. False
+        keeps every record a :class:`~streamkm.sources.RawRecord` (the per-record path).
     """
 
     def __init__(
@@ -119,6 +126,7 @@ class FileTailSource:
         poll_interval_s: float = 0.02,
         rotate_grace_s: float = 1.0,
         read_chunk_bytes: int = 1 << 18,
+        blocks: bool = True,
     ) -> None:
         if isinstance(paths, (str, bytes, os.PathLike)) or not paths:
             raise ParameterError(f"paths must be a non-empty list of paths/patterns, got {paths!r}")
@@ -156,6 +164,7 @@ class FileTailSource:
         self.poll_interval_s = float(poll_interval_s)
         self.rotate_grace_s = float(rotate_grace_s)
         self.read_chunk_bytes = read_chunk_bytes
+        self.blocks = bool(blocks)
 
     def list_parts(self) -> list[str]:
         """The configured patterns, in configuration order."""
@@ -211,6 +220,8 @@ class FileTailPartition:
         #: "error"}}`` (``errno`` is the symbolic name, ``None`` for a special file).
         self.unreadable: dict[str, dict[str, str | None]] = {}
         self._closed = False
+        #: The batcher may call :meth:`next_blocks` instead of :meth:`next_batch`.
+        self.reads_blocks = source.blocks
         if resume_state is None:
             # Scan now, so that a snapshot taken before the first read already holds the
             # start positions (the end of existing files with start_at="end").
@@ -241,6 +252,30 @@ class FileTailPartition:
                 break  # hand these out; rotation is looked at when the file is drained
             if not self._advance(out):
                 break
+        return out
+
+    def next_blocks(self, max_records: int) -> list[RecordBlock | RawRecord]:
+        """The records :meth:`next_batch` would return, as blocks of one file each (framing
+        errors as single records); ``[]`` if nothing new (never blocks)."""
+        if self._closed:
+            raise StateError(f"partition {self.pattern!r} is closed")
+        if max_records <= 0:
+            return []
+        out: list[RecordBlock | RawRecord] = []
+        self._restart_if_replaced()
+        n = 0
+        while n < max_records:
+            if self._reader is not None:
+                got = self._reader.read_blocks(max_records - n)
+                if got:
+                    self._last_growth = time.monotonic()
+                out.extend(got)
+                n += count_records(got)
+            if out:
+                break  # hand these out; rotation is looked at when the file is drained
+            if not self._advance(out):
+                break
+            n = count_records(out)
         return out
 
     def snapshot(self) -> dict[str, Any]:
@@ -399,7 +434,7 @@ class FileTailPartition:
         self._open_reader(active, fd)
         return True
 
-    def _advance(self, out: list[RawRecord]) -> bool:
+    def _advance(self, out: list[Any]) -> bool:
         """The current file has nothing complete to hand out: look (at most once per poll
         interval) for truncation of it, or for a next file. True if reading should go on
         (the file was restarted or another one opened); a ``truncated`` tail of a

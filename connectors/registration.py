@@ -39,7 +39,8 @@ def file_source(section: Any, config: Any, metrics: Any) -> Source:
     return FileTailSource(
         [str(p) for p in section.paths], framing=section.framing,
         record_size=section.record_size, max_record_bytes=section.max_record_bytes,
-        start_at=section.start_at, poll_interval_s=section.poll_interval_ms / 1000.0)
+        start_at=section.start_at, poll_interval_s=section.poll_interval_ms / 1000.0,
+        blocks=section.read_blocks)
 
 
 def kafka_source(section: Any, config: Any, metrics: Any) -> Source:

@@ -7,7 +7,11 @@ visited in a fixed round-robin order (sorted keys, a pointer that is part of the
 checkpoint) and each visit asks for an equal share of what the batch still needs among the
 partitions left in the round, so that for input already on disk the batch boundaries are
 the same on every run, and buffered input fills a batch in one round. A round's records
-(one share from every partition) are decoded together, in one call.
+(one share from every partition) are decoded together: a partition that offers blocks
+(the file tailer, see :mod:`streamkm.io.blocks`) hands over a few buffers with record
+offsets, each decoded in one call into a float array; the records of other partitions go
+to the decoder's ``decode_many`` together. No object is built per accepted record of a
+block until a sink asks for it.
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from streamkm.io.blocks import RecordBlock, RecordRows, Segment, count_records
 from streamkm.io.decoding_sparse import stack_batch_rows
 from streamkm.io.sources import RawRecord, SourcePartition
 
@@ -45,8 +50,10 @@ class Batch:
         Snapshot of every partition right after the last record of this batch.
     next_part : int
         Round-robin pointer to store with ``positions``.
-    records : list
-        The accepted raw records, aligned with ``ids`` (their keys and headers).
+    records : sequence of RawRecord
+        The accepted raw records, aligned with ``ids`` (their keys and headers): a
+        :class:`~streamkm.io.blocks.RecordRows`, which builds a record of a block only
+        when it is asked for.
     """
 
     X: np.ndarray
@@ -57,7 +64,7 @@ class Batch:
     next_part: int
     decode_seconds: float = 0.0
     read_seconds: float = 0.0
-    records: list[RawRecord] = field(default_factory=list)
+    records: Sequence[RawRecord] = field(default_factory=list)
 
     @property
     def n_valid(self) -> int:
@@ -95,11 +102,15 @@ class Batcher:
         Round-robin pointer restored from a checkpoint.
     dtype : numpy dtype
         dtype of ``X``.
+    blocks : bool
+        Read a partition that offers blocks (``reads_blocks``, ``next_blocks``) block by
+        block, and decode each block in one call (``decoder.decode_block``); False reads
+        every partition record by record.
     """
 
     def __init__(self, parts: dict[str, SourcePartition], decoder: Any, *, dim: int,
                  batch_size: int, max_wait_s: float, poll_interval_s: float,
-                 next_part: int = 0, dtype: Any = np.float64) -> None:
+                 next_part: int = 0, dtype: Any = np.float64, blocks: bool = True) -> None:
         self.keys = sorted(parts)
         self.parts = parts
         self.decoder = decoder
@@ -109,6 +120,7 @@ class Batcher:
         self.poll_interval_s = poll_interval_s
         self.next_part = next_part % len(self.keys) if self.keys else 0
         self.dtype = dtype
+        self.blocks = blocks and hasattr(decoder, "decode_block")
         self.generation = 0
         #: ``(valid rows so far, rows it closes at)`` of the batch being collected, readable
         #: from any thread (a status line); ``(0, 0)`` between two batches.
@@ -140,6 +152,43 @@ class Batcher:
                 break
             records.extend(more)
         return records
+
+    def _read_any(self, part: SourcePartition, quantum: int) -> list[RecordBlock | RawRecord]:
+        """Up to ``quantum`` records of ``part``: as blocks if it offers them (and the
+        batcher uses them), else one by one."""
+        if not (self.blocks and getattr(part, "reads_blocks", False)):
+            return list(self._read(part, quantum))
+        next_blocks = part.next_blocks  # type: ignore[attr-defined]
+        items = next_blocks(quantum)
+        got = count_records(items)
+        while items and got < quantum:
+            more = next_blocks(quantum - got)
+            if not more:
+                break
+            items.extend(more)
+            got += count_records(more)
+        return items
+
+    def _decode(self, items: list[RecordBlock | RawRecord]
+                ) -> list[tuple[Any, list[Any], Segment, list[Any]]]:
+        """Decode a round's items in order: runs of single records with ``decode_many``,
+        blocks with ``decode_block``; ``(X, ids, accepted segment, rejections)`` each."""
+        out: list[tuple[Any, list[Any], Segment, list[Any]]] = []
+        singles: list[RawRecord] = []
+        for item in [*items, None]:
+            if isinstance(item, RawRecord):
+                singles.append(item)
+                continue
+            if singles:
+                X, rec_ids, accepted, rejected = self.decoder.decode_many(singles)
+                rec_ids = [i if i is not None else record_id_from_position(r.position)
+                           for i, r in zip(rec_ids, accepted)]
+                out.append((X, rec_ids, list(accepted), rejected))
+                singles = []
+            if item is not None:
+                X, rec_ids, rows, rejected = self.decoder.decode_block(item)
+                out.append((X, rec_ids, (item, rows), rejected))
+        return out
 
     def collect(self, *, min_valid: int, wait: Callable[[float], bool],
                 max_wait_s: float | None = None, size: int | None = None) -> Batch | None:
@@ -173,17 +222,19 @@ class Batcher:
         generation = self.generation
         chunks: list[np.ndarray] = []
         ids: list[Any] = []
-        accepted_records: list[RawRecord] = []
+        segments: list[Segment] = []
         rejections: list[Any] = []
         n_valid = n_read = 0
         read_seconds = decode_seconds = 0.0
         n_parts = len(self.keys)
         while True:
-            # One round: a share from every partition, then one decode of all of it.
-            records: list[RawRecord] = []
+            # One round: a share from every partition, then its records decoded in order
+            # (the per-record ones in one call, each block in one call).
+            items: list[RecordBlock | RawRecord] = []
+            n_round = 0
             t0 = time.perf_counter()
             for visited in range(n_parts):
-                need = full - n_valid - len(records)
+                need = full - n_valid - n_round
                 if need <= 0:
                     break
                 key = self.keys[self.next_part]
@@ -191,23 +242,23 @@ class Batcher:
                 # an equal share of what is still needed among the partitions left in this
                 # round: a partition with less leaves the rest to the others, so buffered
                 # input fills a batch in one round (one decode)
-                records.extend(self._read(self.parts[key],
-                                          math.ceil(need / (n_parts - visited))))
+                got = self._read_any(self.parts[key], math.ceil(need / (n_parts - visited)))
+                items.extend(got)
+                n_round += count_records(got)
             t1 = time.perf_counter()
             read_seconds += t1 - t0
-            progressed = bool(records)
-            if records:
-                n_read += len(records)
-                X, rec_ids, accepted, rejected = self.decoder.decode_many(records)
+            progressed = bool(items)
+            if items:
+                n_read += n_round
+                for X, rec_ids, accepted, rejected in self._decode(items):
+                    if rec_ids:
+                        chunks.append(X)
+                        ids.extend(rec_ids)
+                        n_valid += len(rec_ids)
+                        segments.append(accepted)
+                    rejections.extend(rejected)
                 decode_seconds += time.perf_counter() - t1
-                if len(accepted):
-                    chunks.append(X)
-                    ids.extend(i if i is not None else record_id_from_position(r.position)
-                               for i, r in zip(rec_ids, accepted))
-                    n_valid += len(accepted)
-                    accepted_records.extend(accepted)
-                    self.filling = (n_valid, full)
-                rejections.extend(rejected)
+                self.filling = (n_valid, full)
             if n_valid >= full:
                 break
             if time.monotonic() >= deadline:
@@ -228,4 +279,4 @@ class Batcher:
         return Batch(X=X, ids=ids, rejections=rejections, n_read=n_read,
                      positions=self.snapshot(), next_part=self.next_part,
                      decode_seconds=decode_seconds, read_seconds=read_seconds,
-                     records=accepted_records)
+                     records=RecordRows(segments))

@@ -34,6 +34,11 @@ the unavoidable Python work (one typed msgspec decode / one ``split``), and the 
 conversion and all range checks run once per batch in numpy. A JSON record the typed
 decoder refuses is decoded again by the standard library, which names the exact reason. float32 batches are a single
 ``np.frombuffer`` over the joined records.
+
+:meth:`RecordDecoder.decode_block` decodes a whole :class:`~streamkm.io.blocks.RecordBlock`
+(what the file source hands out) without an object per record: numba parsers for the common
+JSON and CSV shapes and float32 read straight from the buffer, with every other record
+through :meth:`RecordDecoder.decode_many` (see :mod:`streamkm.io.decoding_blocks`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ import numpy as np
 from streamkm._core.sparse import is_sparse
 from streamkm._core.validation import check_float_dtype
 from streamkm.exceptions import ParameterError
+from streamkm.io.blocks import RecordBlock
+from streamkm.io.decoding_blocks import decode_block
 from streamkm.io.decoding_sparse import decode_sparse_json
 from streamkm.io.rejection import (
     QUOTE_MAX_BYTES,
@@ -208,6 +215,20 @@ class RecordDecoder:
         if ids:
             return DecodedRecord(ids[0], x[0].toarray()[0] if is_sparse(x) else x[0].copy())
         return None
+
+    def decode_block(self, block: RecordBlock
+                     ) -> tuple[np.ndarray, list[str], np.ndarray, list[Rejection]]:
+        """Decode every record of a block (see :mod:`streamkm.io.decoding_blocks`): what
+        :meth:`decode_many` gives for the block's records, with the accepted ones as row
+        numbers of the block."""
+        return decode_block(self, block)
+
+    def csv_id_index(self) -> int | None:
+        """Column of the CSV id: -1 without an id column, None for a named column whose
+        header has not been seen yet."""
+        if self.csv_id_column is None:
+            return -1
+        return self._csv_id_index
 
     def decode_many(
         self, records: list[RawRecord]

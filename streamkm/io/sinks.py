@@ -43,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from streamkm.exceptions import StorageError, StreamkmError
 from streamkm.io.assignment_novelty import AssignmentNovelty, accepts_novelty
+from streamkm.io.blocks import all_replayed, any_replayed
 from streamkm.io.rejection import RejectReason, Rejection, safe_text
 from streamkm.io.sources import RawRecord
 from streamkm.logs import log_event
@@ -263,7 +264,7 @@ class SinkSet:
             The device refused the write.
         """
         sink = self.assignments
-        if sink is not None and any(record.replayed for record in records):
+        if sink is not None and any_replayed(records):
             keep = [i for i, record in enumerate(records) if not record.replayed]
             records, ids = [records[i] for i in keep], [ids[i] for i in keep]
             clusters, sq_distances = clusters[keep], sq_distances[keep]
@@ -351,8 +352,11 @@ class SinkSet:
     def begin_batch(self, records: list[Any], rejections: Iterable[Any]) -> None:
         """The entries that follow belong to the batch of ``records`` and ``rejections``
         (its events are dropped if every one of them is replayed)."""
-        everything = [*records, *(rejection.record for rejection in rejections)]
-        self._replaying = bool(everything) and all(record.replayed for record in everything)
+        refused = [rejection.record for rejection in rejections]
+        if len(records):
+            self._replaying = all_replayed(records) and all(r.replayed for r in refused)
+        else:
+            self._replaying = bool(refused) and all(r.replayed for r in refused)
 
     def commit(self, positions: dict[str, dict[str, Any]], source: Any) -> None:
         """Commit the outputs written so far with the source ``positions`` (transactional
