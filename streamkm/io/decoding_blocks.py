@@ -76,7 +76,7 @@ def decode_block(decoder: Any, block: RecordBlock
     if first is not None:
         slow = first.then(slow)
     if not slow.rows.size:
-        kept = np.flatnonzero(ok) if slow_rows.size else None
+        kept = None if ok.all() else np.flatnonzero(ok)
     else:
         if out.dtype != np.float64:  # float32 records: a view of the block's buffer
             out = out.astype(np.float64)

@@ -43,7 +43,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from streamkm.exceptions import StorageError, StreamkmError
 from streamkm.io.assignment_novelty import AssignmentNovelty, accepts_novelty
-from streamkm.io.blocks import all_replayed, any_replayed
 from streamkm.io.rejection import RejectReason, Rejection, safe_text
 from streamkm.io.sources import RawRecord
 from streamkm.logs import log_event
@@ -263,6 +262,8 @@ class SinkSet:
         StorageError
             The device refused the write.
         """
+        from streamkm.io.blocks import any_replayed  # numpy: not for the light config commands
+
         sink = self.assignments
         if sink is not None and any_replayed(records):
             keep = [i for i, record in enumerate(records) if not record.replayed]
@@ -352,6 +353,8 @@ class SinkSet:
     def begin_batch(self, records: list[Any], rejections: Iterable[Any]) -> None:
         """The entries that follow belong to the batch of ``records`` and ``rejections``
         (its events are dropped if every one of them is replayed)."""
+        from streamkm.io.blocks import all_replayed  # numpy: not for the light config commands
+
         refused = [rejection.record for rejection in rejections]
         if len(records):
             self._replaying = all_replayed(records) and all(r.replayed for r in refused)

@@ -189,6 +189,22 @@ def test_batches_from_blocks_equal_the_per_record_batches(
                         batch_size=rng.choice((8, 64, 500)))
 
 
+@pytest.mark.parametrize("id_column", [None, "name"])
+def test_a_csv_header_before_clean_rows_is_neither_accepted_nor_rejected(
+        tmp_path: Path, id_column: str | None) -> None:
+    # every data row takes the fast path: only the header goes through the per-record decoder
+    header = b"name,a,b,c" if id_column else b"a,b,c"
+    rows = [(f"r{i}," if id_column else "").encode() + b"%d.5,1,-2" % i for i in range(40)]
+    path = tmp_path / "in.csv"
+    path.write_bytes(b"\n".join([header, *rows]) + b"\n")
+    options = {"format": "csv", "csv_header": True, "csv_id_column": id_column}
+    assert_same_batches(path, lambda: RecordDecoder(dim=DIM, **options))
+    (batch,) = batches(path, RecordDecoder(dim=DIM, **options), blocks=True)
+    x = np.frombuffer(batch[2]).reshape(batch[1])
+    assert batch[1] == (40, DIM) and x[0].tolist() == [0.5, 1.0, -2.0]
+    assert batch[5] == [] and batch[6] == 41
+
+
 @pytest.mark.parametrize("record_size", [4 * DIM, 4 * DIM + 2])
 def test_float32_blocks_are_read_straight_and_bad_values_rejected_as_before(
         tmp_path: Path, record_size: int) -> None:
