@@ -232,12 +232,14 @@ def test_whole_folder_stays_bounded_while_clustering_goes_on(tmp_path: Path) -> 
         slack = 4000 * 60 * 0.1 + 4000 * record_bytes * 1.5 + 3 * checkpoint_bytes
         bound = (2 * stream_mb + output_mb) * 1e6 + slack
         assert largest < bound, (largest, bound, record_bytes, checkpoint_bytes)
-        assert not list((tmp_path / "checkpoints").glob("replaced-*"))
         # the page of the latest model answers at the address first printed, and it clusters
         wait_until(lambda: _answers(base + "/"), 120, "the page answering")
         wait_until(lambda: _accepted(base) > 0, 120, "records clustered by the latest model")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 0, out.text[-3000:] + err.text
+        # a start-over keeps no copy of the old checkpoints (looked at once the demo has
+        # stopped: one in progress holds them in a replaced-* folder for a moment)
+        assert not list((tmp_path / "checkpoints").glob("replaced-*"))
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -54,7 +54,8 @@ def test_page_draws_flagged_records_as_crosses_and_lists_births(tmp_path: Path) 
         "decoding": {"dim": 2},
         "model": {"n_clusters": 3, "random_state": 0, "outlier_alpha": 0.01},
         # batches close by size only (the whole file is there), whatever the machine's load
-        "batching": {"batch_size": BATCH, "max_wait_ms": 60_000},
+        "batching": {"batch_size": BATCH, "max_wait_ms": 60_000,
+                     "first_batch_wait_ms": 60_000},
         "checkpoint": {"dir": "ckpt", "every_batches": 5},
         "sinks": {"assignments": "out/assignments.jsonl", "events": "out/events.jsonl",
                   "dead_letter": "out/dead.jsonl"},
