@@ -151,8 +151,18 @@ class ConfluentProducer:
         ------
         TimeoutError
             Messages are still waiting after ``timeout`` seconds.
+        KafkaException
+            The producer hit a fatal error (e.g. it was fenced).
         """
-        left = self._producer.flush(timeout if timeout is not None else -1)
+        try:
+            left = self._producer.flush(timeout if timeout is not None else -1)
+        except SystemError as exc:
+            # confluent-kafka's flush can fail this way when the producer turns fatal
+            # (fenced) during the call; the error callback names the cause
+            self._producer.poll(0)
+            if self._fatal is not None:
+                raise self._fatal from exc
+            raise
         if left:
             raise TimeoutError(f"{left} messages not acknowledged within {timeout!r} s")
 

@@ -33,5 +33,6 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev,confluent]"
-# -rs: the log names every skipped test and why (no Kafka or Prometheus test may skip in CI)
-exec .venv/bin/python -m pytest -q -rs -n "${STREAMKM_TEST_WORKERS:-4}" "$@"
+# -rs: the log names every skipped test and why (no Kafka or Prometheus test may skip in CI);
+# --durations=25: the slowest tests, to keep the whole run short
+exec .venv/bin/python -m pytest -q -rs --durations=25 -n "${STREAMKM_TEST_WORKERS:-4}" "$@"

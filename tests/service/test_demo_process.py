@@ -211,8 +211,8 @@ def test_whole_folder_stays_bounded_while_clustering_goes_on(tmp_path: Path) -> 
     err.start()
     started_over = "the outputs reached 0.3 MB: starting over with a fresh model"
     try:
-        wait_until(lambda: "watch the clusters at" in out.text, 300, "the page address",
-                   [proc])
+        wait_until(lambda: "plus the checkpoints" in out.text, 300,
+                   "the page address and the folder's bound", [proc])
         assert "at most 0.7 MB plus the checkpoints" in out.text
         base = out.text.split("watch the clusters at ", 1)[1].split()[0].rstrip("/")
         largest, until = 0, time.monotonic() + 40
