@@ -14,6 +14,7 @@ them when asked.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -156,13 +157,20 @@ class ConfluentProducer:
         """
         try:
             left = self._producer.flush(timeout if timeout is not None else -1)
-        except SystemError as exc:
-            # confluent-kafka's flush can fail this way when the producer turns fatal
-            # (fenced) during the call; the error callback names the cause
-            self._producer.poll(0)
-            if self._fatal is not None:
-                raise self._fatal from exc
+        except (KeyboardInterrupt, SystemExit):
             raise
+        except:  # noqa: E722 - confluent-kafka can raise a KafkaError, which is no Exception
+            # when the producer turns fatal (fenced) during the call: SystemError or the bare
+            # KafkaError; the error callback names the cause
+            caught = sys.exc_info()[1]
+            self._producer.poll(0)
+            if self._fatal is None:
+                if isinstance(caught, Exception):
+                    raise
+                from confluent_kafka import KafkaException
+
+                self._fatal = KafkaException(caught)
+            raise self._fatal from None
         if left:
             raise TimeoutError(f"{left} messages not acknowledged within {timeout!r} s")
 

@@ -113,7 +113,7 @@ def _all_versions(bootstrap: str, topic: str) -> list[ModelVersion]:
 CENTERS = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
 CHANGE = 1500  # from here on cluster 2 is two clusters, 6 apart
 FEED_CHUNK = 600  # records of the second regime produced at a time until the split
-FEED_LIMIT = 15000
+FEED_LIMIT = 40000
 DRIFT = "\n[drift]\nenabled = true\nk_max = 5\nreservoir_size = 128\nmin_reservoir = 48\n"
 
 
