@@ -62,6 +62,10 @@ class DeliveryFuture:
         return self._done and self.exception is not None
 
 
+#: polls of 0.1 s for the error callback after a flush failed inside confluent-kafka
+_FATAL_POLLS = 20
+
+
 def _fenced(exc: BaseException) -> bool:
     """Whether ``exc`` leaves the producer unusable: a fatal error, or the broker's word
     that a newer producer took its transactional id (which librdkafka reports as abortable,
@@ -163,7 +167,10 @@ class ConfluentProducer:
             # when the producer turns fatal (fenced) during the call: SystemError or the bare
             # KafkaError; the error callback names the cause
             caught = sys.exc_info()[1]
-            self._producer.poll(0)
+            for _ in range(_FATAL_POLLS):  # the error callback may come a moment later
+                self._producer.poll(0.1)
+                if self._fatal is not None:
+                    break
             if self._fatal is None:
                 if isinstance(caught, Exception):
                     raise
