@@ -81,7 +81,11 @@ def redundancy_matrix(center_inner: np.ndarray, sizes: np.ndarray,
     the same center, near 1 for two tight clusters far apart. +inf on the diagonal and for
     a pair whose SSE is unknown (NaN) or whose merged SSE is 0.
     """
-    cost = ward_cost_matrix(center_inner, sizes)
+    return _share_of_merged_sse(ward_cost_matrix(center_inner, sizes), sse)
+
+
+def _share_of_merged_sse(cost: np.ndarray, sse: np.ndarray) -> np.ndarray:
+    """:func:`redundancy_matrix` from the pairs' Ward costs."""
     e = np.asarray(sse, dtype=np.float64)
     if e.shape != cost.shape[:1]:
         raise ValidationError(f"sse must have shape ({cost.shape[0]},) to match sizes, "
@@ -99,9 +103,9 @@ def most_redundant_pair(center_inner: np.ndarray, sizes: np.ndarray,
     """The pair (a, b), a < b, whose separation saves the smallest share of its merged SSE
     (:func:`redundancy_matrix`; the first in row order on ties) and that share; None when
     no pair has a known share."""
-    share = redundancy_matrix(center_inner, sizes, sse)
+    cost = ward_cost_matrix(center_inner, sizes)
+    share = _share_of_merged_sse(cost, sse)
     a, b = _smallest_pair(share)
     if not np.isfinite(share[a, b]):
         return None
-    cost = ward_cost_matrix(center_inner, sizes)[a, b]
-    return MergeChoice(a=a, b=b, cost=float(cost)), float(share[a, b])
+    return MergeChoice(a=a, b=b, cost=float(cost[a, b])), float(share[a, b])
