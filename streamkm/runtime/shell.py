@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from prometheus_client import CollectorRegistry
 
+from streamkm._core.threads import available_cpus
 from streamkm.io.resume_point import read_resume_point, resume_point_path, write_resume_point
 from streamkm.config.diff import check_against_checkpoint
 from streamkm.config.preflight import metrics_bind_error
@@ -261,7 +262,10 @@ class Runtime:
                     f"[checkpoint] dir writable and start again")
         if not self.learner.connect():
             return  # stop requested before the learner could connect
-        if cfg.batching.overlap and getattr(self.learner, "overlaps_ingest", False):
+        overlap = cfg.batching.overlap
+        if overlap == "auto":
+            overlap = available_cpus() >= 2
+        if overlap and getattr(self.learner, "overlaps_ingest", False):
             self._stepper = Stepper(self.learner.learn)
         if self.dynamic is not None:
             self.dynamic.start(SettlingListener(self.learner, self._settle_for_rebalance))
