@@ -36,7 +36,8 @@ _CHUNK_ELEMENTS = 1 << 21  # kernel-block entries per chunk (16 MiB in float64)
 _MIN_CHUNK_ROWS = 64  # below this a chunk's GEMM repacks the support rows too often
 
 
-def _available_cpus() -> int:
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; the CPU count elsewhere)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -76,7 +77,7 @@ def get_num_threads() -> int:
     (or ``STREAMKM_NUM_THREADS``), else the CPUs this process may run on (the automatic
     setting uses fewer for small blocks, see :func:`block_threads`)."""
     fixed = _fixed()
-    return _available_cpus() if fixed is None else int(fixed)
+    return available_cpus() if fixed is None else int(fixed)
 
 
 def set_num_threads(n: int | None) -> None:
@@ -99,7 +100,7 @@ def block_threads(n_rows: int, n_cols: int) -> int:
     whole = (n_rows * max(n_cols, 1)) // PARALLEL_BLOCK_ELEMENTS
     if whole < 2:
         return 1
-    cpus = _available_cpus()
+    cpus = available_cpus()
     if _load_average() >= cpus:
         return 1
     return min(whole, cpus)

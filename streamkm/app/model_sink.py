@@ -71,7 +71,7 @@ class ModelPublisher(RuntimeHook):
     def publish(self, runtime: RuntimeHost, reason: str) -> bool:
         """Publish the current model now (unless not fitted yet or already published);
         ``False`` when nothing was published."""
-        model, sink = runtime.model, runtime.sinks.model if runtime.sinks else None
+        model, sink = runtime.quiet_model(), runtime.sinks.model if runtime.sinks else None
         if sink is None or model is None or not model.is_fitted():
             return False
         version = int(model.n_steps_)

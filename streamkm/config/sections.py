@@ -174,17 +174,18 @@ class BatchingConfig(_Section):
     :attr:`ServiceConfig.first_batch`) or after ``first_batch_wait_ms`` (at least
     ``max_wait_ms``): a slow stream gets time to fill it.
 
-    ``overlap`` (default off): on, the model steps a batch on its own thread while the next
-    one is read and decoded (:mod:`streamkm.runtime.stepping`); off, the loop reads, steps
-    and writes one batch after the other on one thread. It pays only where a core is free
-    for the step thread.
+    ``overlap`` (default ``"auto"``): on, the model steps a batch on its own thread while
+    the loop reads and decodes the next one and writes the previous one's outputs
+    (:mod:`streamkm.runtime.stepping`); off, the loop reads, steps and writes one batch
+    after the other on one thread; ``"auto"``: on when the process may run on at least two
+    CPUs (one for the step, one for ingest and outputs), off on one.
     """
 
     batch_size: int = Field(default=1024, gt=0)
     first_batch_size: int | None = Field(default=None, gt=0)
     max_wait_ms: float = Field(default=500.0, gt=0)
     first_batch_wait_ms: float = Field(default=5000.0, gt=0)
-    overlap: bool = False
+    overlap: bool | Literal["auto"] = "auto"
 
     @property
     def first_batch_wait_s(self) -> float:

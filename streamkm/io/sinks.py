@@ -34,6 +34,7 @@ Two kinds of write errors are told apart (:class:`SinkSet` does it for every sin
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -205,6 +206,18 @@ class OutputTransaction(Protocol):
         ...
 
 
+@functools.lru_cache(maxsize=64)
+def _assignment_call(sink_type: type) -> tuple[bool, bool]:
+    """How an assignment sink of ``sink_type`` is written: whether it takes the input
+    records (a :class:`RecordAssignmentSink`) and whether its write method takes the
+    ``novelty`` keyword. Decided once per sink class: the protocol check and the signature
+    inspection cost more than encoding a small batch."""
+    takes_records = callable(getattr(sink_type, "write_record_assignments", None))
+    method = (sink_type.write_record_assignments if takes_records  # type: ignore[attr-defined]
+              else sink_type.write_assignments)  # type: ignore[attr-defined]
+    return takes_records, accepts_novelty(method)
+
+
 @dataclass
 class SinkSet:
     """The three sinks of a process (assignments and events may be disabled), the optional
@@ -300,12 +313,13 @@ class SinkSet:
     def _assign(sink: AssignmentSink, records: list[Any], ids: list[Any], clusters: Any,
                 sq_distances: Any, step: int, novelty: AssignmentNovelty | None) -> None:
         with _device_errors("assignments"):
-            if isinstance(sink, RecordAssignmentSink):
-                write: Any = sink.write_record_assignments
+            takes_records, takes_novelty = _assignment_call(type(sink))
+            if takes_records:
+                write: Any = sink.write_record_assignments  # type: ignore[attr-defined]
                 args: tuple[Any, ...] = (records, ids, clusters, sq_distances, step)
             else:
                 write, args = sink.write_assignments, (ids, clusters, sq_distances, step)
-            if novelty is not None and accepts_novelty(write):
+            if novelty is not None and takes_novelty:
                 write(*args, novelty=novelty)
             else:
                 write(*args)

@@ -87,6 +87,10 @@ class RuntimeHost(Protocol):
     def model(self) -> Any:
         """The model the learner assigns with now (``None`` before it has one)."""
 
+    def quiet_model(self) -> Any:
+        """:attr:`model` once no step is running (a consistent read of its arrays while the
+        next batch may be stepping beside the hooks)."""
+
     @property
     def stop_requested(self) -> bool:
         """Whether a stop was requested."""
@@ -233,7 +237,9 @@ class RuntimeHook:
         """The runtime is started (restored, listening, connected)."""
 
     def on_batch(self, runtime: RuntimeHost, batch: Batch, learned: Learned) -> None:
-        """A batch was processed and its outputs flushed."""
+        """A batch was processed and its outputs flushed. With ``[batching] overlap`` the
+        next batch may be stepping meanwhile: ``runtime.status`` describes the model after
+        this batch; read the model's arrays through ``runtime.quiet_model()``."""
 
     def on_event(self, runtime: RuntimeHost, event: dict[str, Any]) -> None:
         """A lifecycle event was written (``converged``, ``split``, ``resketched``, ...)."""

@@ -13,11 +13,12 @@ checkpoint and closes everything.
 With ``[batching] overlap = true`` and a learner that allows it
 (``overlaps_ingest``), the learner steps batch N on the ``streamkm-step`` thread
 (:mod:`streamkm.runtime.stepping`) while the loop reads, frames and decodes batch N+1; a
-Kafka source fetches meanwhile without blocking. The loop writes batch N's outputs as soon
-as its step finished (while it waits for input, or once N+1 is collected), before it submits
-N+1, so outputs, positions and checkpoints follow each other exactly as in the serial loop:
-a checkpoint is only written with no step in flight and holds the model after the last
-written batch. The model's first batch is stepped on the loop's thread (the next batch's
+Kafka source fetches meanwhile without blocking. Once N+1 is collected the loop takes N's
+step, submits N+1 and writes N's outputs while N+1 steps (a step that finished while the
+loop waited for input has its outputs written right away). Outputs and positions follow
+each other in batch order as in the serial loop, and a checkpoint is only written with no
+step in flight and holds the model after the last written batch: when one is due after N,
+N's outputs and the checkpoint come before N+1 is submitted. The model's first batch is stepped on the loop's thread (the next batch's
 size depends on it). A partition change finishes the step in flight first
 (:class:`~streamkm.runtime.stepping.SettlingListener`); an error of the step is raised on
 the loop's thread as if the loop had stepped.
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 from prometheus_client import CollectorRegistry
 
+from streamkm._core.threads import available_cpus
 from streamkm.io.resume_point import read_resume_point, resume_point_path, write_resume_point
 from streamkm.config.diff import check_against_checkpoint
 from streamkm.config.preflight import metrics_bind_error
@@ -174,8 +176,18 @@ class Runtime:
 
     @property
     def model(self) -> Any:
-        """The learner's current model (``None`` before it has one)."""
+        """The learner's current model (``None`` before it has one). With ``[batching]
+        overlap`` the next batch may be stepping while hooks run: read attributes that a
+        step replaces whole (the kernel, counters), or use :meth:`quiet_model`."""
         return self.learner.model  # type: ignore[attr-defined]
+
+    def quiet_model(self) -> Any:
+        """:attr:`model` once no step is running: waits for a batch stepping on the step
+        thread (its outputs are written later, as usual). For a consistent read of the
+        model's arrays from a hook, e.g. to serialise it."""
+        if self._stepper is not None and self._stepper.busy:
+            self._stepper.wait()
+        return self.model
 
     def add_hook(self, hook: RuntimeHook) -> None:
         """Have ``hook`` observe this runtime."""
@@ -250,7 +262,10 @@ class Runtime:
                     f"[checkpoint] dir writable and start again")
         if not self.learner.connect():
             return  # stop requested before the learner could connect
-        if cfg.batching.overlap and getattr(self.learner, "overlaps_ingest", False):
+        overlap = cfg.batching.overlap
+        if overlap == "auto":
+            overlap = available_cpus() >= 2
+        if overlap and getattr(self.learner, "overlaps_ingest", False):
             self._stepper = Stepper(self.learner.learn)
         if self.dynamic is not None:
             self.dynamic.start(SettlingListener(self.learner, self._settle_for_rebalance))
@@ -311,13 +326,20 @@ class Runtime:
                     max_wait_s=batching.first_batch_wait_s if first else None,
                     size=self.config.first_batch if first else None)
                 self._update_lag()
-                self.settle()  # the batch stepped meanwhile: its outputs come first
+                accepted = (batch is not None and batch.n_read and not self._batch_given_up
+                            and self.learner.accepts(batch))
                 overlapped = None
-                if (batch is not None and batch.n_read and not self._batch_given_up
-                        and self.learner.accepts(batch)):
-                    if self._stepper is not None and not first:
+                if accepted and self.stepping and not self._checkpoint_due(1):
+                    # the step in flight is taken, this batch submitted, then the taken
+                    # one's outputs written while this one steps
+                    assert batch is not None
+                    self._hand_over(batch)
+                else:
+                    self.settle()  # the batch stepped meanwhile: its outputs come first
+                    if accepted and self._stepper is not None and not first:
                         overlapped = batch  # stepped while the next one is collected
-                    else:
+                    elif accepted:
+                        assert batch is not None
                         self.process(batch)
                 self._maybe_checkpoint()
                 self.sinks.check_transaction(self.source)  # fenced while idle: raises
@@ -453,12 +475,28 @@ class Runtime:
 
     def settle(self) -> None:
         """Finish the batch on the step thread, if any: wait for its step, then write its
-        outputs as :meth:`process` does. The step's exception is raised here."""
+        outputs as :meth:`process` does. The step's exception is raised here. After a batch
+        was given up (a stop while its outputs were refused) the step is dropped: no output
+        may follow the missing ones, and no checkpoint holds either."""
         if not self.stepping:
             return
         assert self._stepper is not None
+        if self._batch_given_up:
+            self._stepper.discard()
+            return
         stepped = self._stepper.take()
         self._write_learned(stepped.batch, stepped.result, stepped.seconds)
+
+    def _hand_over(self, batch: Batch) -> None:
+        """Take the finished step of the batch in flight, submit ``batch`` to the step
+        thread, then write the taken batch's outputs while ``batch`` steps. The status is
+        refreshed from the model before the hand-over, so it describes the model after the
+        taken batch; hooks then run beside the next step (see :meth:`quiet_model`)."""
+        assert self._stepper is not None
+        stepped = self._stepper.take()
+        self.learner.refresh_status()
+        self._stepper.submit(batch)
+        self._write_learned(stepped.batch, stepped.result, stepped.seconds, refresh=False)
 
     def _settle_for_rebalance(self) -> bool:
         """Before a partition change: finish the batch in flight. ``False`` if its step or
@@ -478,9 +516,12 @@ class Runtime:
         learned = self.learner.learn(batch)
         self._write_learned(batch, learned, time.perf_counter() - t0)
 
-    def _write_learned(self, batch: Batch, learned: Learned, step_seconds: float) -> None:
+    def _write_learned(self, batch: Batch, learned: Learned, step_seconds: float, *,
+                       refresh: bool = True) -> None:
         """The rest of :meth:`process` once the learner stepped ``batch`` (in
-        ``step_seconds``): write, count, hand the positions over, tell the hooks."""
+        ``step_seconds``): write, count, hand the positions over, refresh the status from
+        the model (unless ``refresh`` is false: the caller did, before the next step
+        started), tell the hooks."""
         assert self.sinks is not None
         t_sinks = time.perf_counter()
         self.status.model_seconds += step_seconds
@@ -497,7 +538,8 @@ class Runtime:
         self.learner.processed(batch)
         self._batches_since_checkpoint += 1
         self._dirty = True
-        self.learner.refresh_status()
+        if refresh:
+            self.learner.refresh_status()
         self.metrics.batch_processing_seconds.observe(
             step_seconds + time.perf_counter() - t_sinks)
         if rejected:
@@ -656,16 +698,23 @@ class Runtime:
         """Something a checkpoint should keep changed outside a batch."""
         self._dirty = True
 
+    def _checkpoint_due(self, more_batches: int = 0) -> str | None:
+        """Why a checkpoint is due once ``more_batches`` more batches are written
+        (``"batches"`` or ``"interval"``), or ``None``."""
+        cfg = self.config.checkpoint
+        if cfg.every_batches is not None and (
+                self._batches_since_checkpoint + more_batches >= cfg.every_batches):
+            return "batches"
+        if (cfg.every_seconds is not None
+                and time.monotonic() - self._last_checkpoint_time >= cfg.every_seconds):
+            return "interval"
+        return None
+
     def _maybe_checkpoint(self) -> None:
         if not self._dirty:
             return
-        cfg = self.config.checkpoint
-        due_batches = (cfg.every_batches is not None
-                       and self._batches_since_checkpoint >= cfg.every_batches)
-        due_time = (cfg.every_seconds is not None
-                    and time.monotonic() - self._last_checkpoint_time >= cfg.every_seconds)
-        if due_batches or due_time:
-            reason = "batches" if due_batches else "interval"
+        reason = self._checkpoint_due()
+        if reason is not None:
             # A refused write pauses ingestion until the checkpoint is written (or a stop).
             self.io_guard.run(lambda: self._checkpoint_once(reason))
 
@@ -698,6 +747,7 @@ class Runtime:
         """:meth:`checkpoint`, raising :class:`StorageError` (counted, not logged) when the
         file system refuses the sinks' sync or the checkpoint file."""
         assert self.store is not None and self.sinks is not None
+        self.settle()  # a checkpoint holds no step in flight: the model after written batches
         if self._batch_given_up:  # the model holds a batch whose outputs are not written
             return False
         content = self.learner.checkpoint_content()

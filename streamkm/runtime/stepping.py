@@ -3,11 +3,12 @@
 A :class:`Stepper` owns one thread, ``streamkm-step``, and holds at most one batch: the
 runtime's loop :meth:`~Stepper.submit`\\ s a collected batch, reads, frames and decodes the
 next one meanwhile (the engine's numba kernels and its GEMMs release the GIL, so the two
-run on two cores), then :meth:`~Stepper.take`\\ s the finished step and writes that batch's
-outputs itself, before it submits the next batch. So:
+run on two cores), then :meth:`~Stepper.take`\\ s the finished step, submits the next batch
+and writes the taken batch's outputs itself while the next one steps. So:
 
-* at most one batch steps and one is being collected (the bounded queue is the
-  back-pressure: the loop does not submit batch N+1 before it took batch N);
+* at most one batch steps, one is being collected and one has its outputs written (the
+  bounded queue is the back-pressure: the loop does not submit batch N+1 before it took
+  batch N);
 * batches are stepped, and their outputs written, in the order they were collected; a
   batch's positions travel with it and reach the checkpoint only once its outputs are
   written, on the loop's thread, through the same guarded write path as without overlap;

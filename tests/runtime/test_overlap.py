@@ -28,7 +28,7 @@ pytestmark = pytest.mark.unit
 N, BATCH = 400, 40
 
 
-def _config(folder: Path, *, data: Path | None = None, overlap: bool = True) -> Any:
+def _config(folder: Path, *, data: Path | None = None, overlap: bool | str = True) -> Any:
     """Reads ``data`` (default ``folder/in.jsonl``, written if missing); state in ``folder``."""
     data = folder / "in.jsonl" if data is None else data
     if not data.exists():
@@ -308,3 +308,55 @@ def test_an_error_finishing_a_step_in_a_rebalance_is_raised_by_run(tmp_path: Pat
     assert group.stepping_at_change == [True]
     assert told == []  # the learner neither checkpointed nor committed after the failure
     assert group.committed == [{}]  # the initial checkpoint's, before any batch
+
+
+class StatusAtBatch(RuntimeHook):
+    """Records, per batch, the model step the status shows, the step of the batch, and
+    whether the next batch was stepping meanwhile."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int, bool]] = []
+
+    def on_batch(self, runtime: Any, batch: Batch, learned: Learned) -> None:
+        if learned.step is not None:
+            self.seen.append((int(runtime.status.step), int(learned.step), runtime.stepping))
+
+
+def test_outputs_are_written_while_the_next_batch_steps_and_hooks_see_their_batch(
+        tmp_path: Path) -> None:
+    # the step of every batch after the second waits until the previous batch's outputs
+    # are in the file: only a loop that writes them beside the step gets past it
+    out = tmp_path / "out" / "assignments.jsonl"
+
+    def written() -> int:
+        return len(out.read_text().splitlines()) if out.exists() else 0
+
+    def before(call: int) -> None:
+        deadline = time.monotonic() + 10.0
+        while call >= 2 and written() < call * BATCH and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert call < 2 or written() >= call * BATCH, "outputs were not written beside the step"
+
+    service = Service(_config(tmp_path), registry=CollectorRegistry())
+    Steps(service, before=before)
+    status = StatusAtBatch()
+    service.add_hook(status)
+    _run_until(service, lambda: service.status.records_read >= N)
+    assert _assigned_ids(tmp_path) == list(range(N))
+    # the status a hook reads is the model after its own batch, even with the next stepping
+    assert all(shown == step for shown, step, _stepping in status.seen)
+    assert any(stepping for _shown, _step, stepping in status.seen)
+
+
+@pytest.mark.parametrize(("cpus", "stepped_aside"), [(1, False), (2, True)])
+def test_overlap_auto_steps_aside_only_with_a_second_cpu(tmp_path: Path, monkeypatch,
+                                                         cpus: int, stepped_aside: bool
+                                                         ) -> None:
+    import streamkm.runtime.shell as shell
+
+    monkeypatch.setattr(shell, "available_cpus", lambda: cpus)
+    service = Service(_config(tmp_path, overlap="auto"), registry=CollectorRegistry())
+    steps = Steps(service)
+    _run_until(service, lambda: service.status.records_read >= N)
+    assert len(_assigned_ids(tmp_path)) == N
+    assert (STEP_THREAD_NAME in steps.threads) is stepped_aside
