@@ -40,6 +40,9 @@ def test_first_probe_after_sigcont_is_alive_and_the_pause_is_reported(
         url = str(metrics_url(service.log))
         base = url.removesuffix("/metrics")
         service.wait_until(lambda: count_lines(assignments) >= 300)
+        # a first batch that compiles kernels (cold cache, busy machine) may block the loop
+        # past a short threshold before the pause: only what the pause adds is asserted
+        blocked_before = scrape(url)['streamkm_loop_stalls_total{cause="loop_blocked"}']
         service.proc.send_signal(signal.SIGSTOP)
         time.sleep(pause_s)
         service.proc.send_signal(signal.SIGCONT)
@@ -53,16 +56,17 @@ def test_first_probe_after_sigcont_is_alive_and_the_pause_is_reported(
             assert pause_s - 1.5 <= live.get("paused_s", 0.0) <= pause_s + 5.0, live
 
         def reported() -> list[dict]:
-            return [e for e in service.events() if e["event"] == "loop_stalled"]
+            return [e for e in service.events()
+                    if e["event"] == "loop_stalled" and e["cause"] == "process_paused"]
 
         service.wait_until(lambda: bool(reported()))
         (stall,) = reported()
-        assert stall["cause"] == "process_paused" and stall["seconds"] >= pause_s - 1.5
+        assert stall["seconds"] >= pause_s - 1.5
         service.wait_until(lambda: any(e["event"] == "status" and e["stalled_seconds"] >= pause_s - 1.5
                                        for e in service.events()))
         samples = scrape(url)
         assert samples['streamkm_loop_stalls_total{cause="process_paused"}'] == 1.0
-        assert samples['streamkm_loop_stalls_total{cause="loop_blocked"}'] == 0.0
+        assert samples['streamkm_loop_stalls_total{cause="loop_blocked"}'] == blocked_before
         assert samples['streamkm_loop_stalled_seconds_total{cause="process_paused"}'] >= pause_s - 1.5
         write_jsonl(data, blob_rows(300, seed=1, start=300), append=True)
         service.wait_until(lambda: count_lines(assignments) >= 600)
