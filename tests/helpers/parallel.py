@@ -13,7 +13,9 @@
   run alone after all of them.
 * Warm-up: hypothesis's Unicode tables are built (and cached under ``.hypothesis/``) once,
   in the controller, before the workers start; :mod:`tests.helpers.numba_warmup` compiles
-  the numba kernels into their cache in the background while the workers collect.
+  the numba kernels into their cache in the background while the workers collect. A part of
+  the warm-up that fails is named in the terminal summary (the tests then compile it on
+  first use, and the test that uses it shows the error).
 
 xdist's own ``--dist loadgroup`` passes groups by renaming node ids, which pytest >= 9.2
 ignores (pytest-xdist issue #1386): here each worker writes its groups to a file the
@@ -37,7 +39,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-_warmup: list[subprocess.Popen[bytes]] = []
+_warmup: list[tuple[subprocess.Popen[bytes], Any]] = []
 
 #: Where the workers write ``{node id: group}`` (set by the controller for its workers).
 GROUPS_DIR_ENV = "STREAMKM_TEST_GROUPS_DIR"
@@ -97,18 +99,30 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         charmap.intervals_from_codec("utf-8")
     # the workers are started later (session start) and inherit the environment
     os.environ[GROUPS_DIR_ENV] = tempfile.mkdtemp(prefix="streamkm-xdist-groups-")
-    _warmup.append(subprocess.Popen(
+    errors = tempfile.TemporaryFile()
+    _warmup.append((subprocess.Popen(
         [sys.executable, "-m", "tests.helpers.numba_warmup"], cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        stdout=subprocess.DEVNULL, stderr=errors), errors))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Name the warm-up's failed parts (it prints each one's traceback on stderr)."""
+    for proc, errors in _warmup:
+        if proc.poll() not in (None, 0):
+            errors.seek(0)
+            terminalreporter.write_sep("-", "numba warm-up failed")
+            terminalreporter.write(errors.read().decode(errors="replace"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _distributing(config) and (folder := os.environ.pop(GROUPS_DIR_ENV, None)):
         shutil.rmtree(folder, ignore_errors=True)
-    for proc in _warmup:
+    for proc, errors in _warmup:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        errors.close()
+    _warmup.clear()
 
 
 @pytest.hookimpl(trylast=True)

@@ -11,13 +11,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from tests.helpers.processes import count_lines
 
+#: The checkout (the root of the ``tests`` package).
+REPO = Path(__file__).resolve().parents[2]
 BLOB_CENTERS = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
 
 
@@ -90,12 +92,19 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120
 class RunningService:
     """``streamkm run`` in the background; stderr goes to a file."""
 
-    def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None,
+                 command: Sequence[str] = ("-m", "streamkm")) -> None:
+        """``command``: what follows the Python interpreter before ``run -c config``, e.g.
+        ``("-m", "tests.helpers.short_stall_run", "10")`` (the checkout is on its path)."""
         self.log = config.parent / f"service-{time.monotonic_ns()}.log"
+        full_env = {**os.environ, **(env or {})}
+        if tuple(command) != ("-m", "streamkm"):
+            full_env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, (str(REPO), full_env.get("PYTHONPATH"))))
         with open(self.log, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamkm", "run", "-c", str(config), *args],
-                stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})})
+                [sys.executable, *command, "run", "-c", str(config), *args],
+                stdout=subprocess.DEVNULL, stderr=err, env=full_env)
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout

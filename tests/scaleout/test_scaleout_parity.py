@@ -53,15 +53,15 @@ MEMBERS = "ab"
 
 
 def _configs(tmp: Path, bootstrap: str, prefix: str, *, decoding: str, n_clusters: int,
-             extra: str) -> dict[str, Path]:
+             extra: str, batch_size: int = BATCH) -> dict[str, Path]:
     """Two members' configs: the common test config with the ``decoding`` section,
-    ``n_clusters`` and the ``extra`` sections, in scale-out mode."""
+    ``n_clusters``, ``batch_size`` and the ``extra`` sections, in scale-out mode."""
     create_topics(bootstrap, {prefix: PARTITIONS, f"{prefix}-out-assignments": 3,
                               f"{prefix}-out-events": 1, f"{prefix}-out-dlq": 1})
     configs = {}
     for member in MEMBERS:
         config = write_config(tmp / member, bootstrap, topic=prefix, group=f"{prefix}-g",
-                              out_prefix=f"{prefix}-out", batch_size=BATCH)
+                              out_prefix=f"{prefix}-out", batch_size=batch_size)
         text = config.read_text()
         for old, new in (("[decoding]\ndim = 2\n", f"[decoding]\n{decoding}\n"),
                          ("n_clusters = 4\n", f"n_clusters = {n_clusters}\n")):
@@ -111,10 +111,21 @@ def _all_versions(bootstrap: str, topic: str) -> list[ModelVersion]:
 # ---------------------------------------------------------------- drift
 
 CENTERS = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
-CHANGE = 1500  # from here on cluster 2 is two clusters, 6 apart
-FEED_CHUNK = 600  # records of the second regime produced at a time until the split
-FEED_LIMIT = 40000
-DRIFT = "\n[drift]\nenabled = true\nk_max = 5\nreservoir_size = 128\nmin_reservoir = 48\n"
+#: The leader steps once per update: one partition's share of a member's batch. The drift
+#: monitor observes a cluster only in a step that gives it at least ``min_batch_rows`` (16)
+#: rows, and each partition carries the 3 clusters in turn: a batch of 300 holds about 100
+#: records of each of the 3 partitions a member reads (33 rows per cluster), 50 while one
+#: member reads all 6 (16.7 per cluster).
+DRIFT_BATCH = 300
+#: From here on cluster 2 is two clusters, 6 apart. Before it the leader buffers
+#: ``DRIFT_BATCH`` records of each of the 6 partitions to initialise the model (1,800) and
+#: then sets every cluster's spread reference level on the first regime: 1,800 more records,
+#: about 18 updates of 100, where 5 observed updates per cluster suffice.
+CHANGE = 3600
+FEED_CHUNK = 1800  # records of the second regime produced at a time until the split
+FEED_LIMIT = 15000
+DRIFT_POLICY = {"k_max": 5, "reservoir_size": 128, "min_reservoir": 48}
+DRIFT = "\n[drift]\nenabled = true\n" + "".join(f"{k} = {v}\n" for k, v in DRIFT_POLICY.items())
 
 
 def _point(i: int) -> tuple[np.ndarray, int]:
@@ -138,12 +149,11 @@ def _produce_points(bootstrap: str, topic: str, lo: int, hi: int) -> None:
 
 
 def _drift_single_process_ari(n: int, held_out: np.ndarray, truth: np.ndarray) -> float:
-    single = MiniBatchKernelKMeans(3, tau=40, n_init=1, random_state=3, batch_size=BATCH,
-                                   drift={"k_max": 5, "reservoir_size": 128,
-                                          "min_reservoir": 48})
+    single = MiniBatchKernelKMeans(3, tau=40, n_init=1, random_state=3,
+                                   batch_size=DRIFT_BATCH, drift=DRIFT_POLICY)
     rows = np.array([_point(i)[0] for i in range(n)])
-    for lo in range(0, n, BATCH):
-        single.step(rows[lo:lo + BATCH])
+    for lo in range(0, n, DRIFT_BATCH):
+        single.step(rows[lo:lo + DRIFT_BATCH])
     assert single.n_clusters_ == 4, "the single process did not split either"
     return adjusted_rand_score(truth, single.cluster_ids_[single.predict(held_out)])
 
@@ -173,7 +183,7 @@ def test_drift_split_decided_by_the_leader_used_by_every_member(kafka_broker: Ta
                                                                  tmp_path: Path) -> None:
     bootstrap, prefix = kafka_broker.bootstrap, "so-drift"
     configs = _configs(tmp_path, bootstrap, prefix, decoding="dim = 2", n_clusters=3,
-                       extra=DRIFT)
+                       extra=DRIFT, batch_size=DRIFT_BATCH)
     _produce_points(bootstrap, prefix, 0, CHANGE)
     procs, logs = _run(configs)
     model = ModelTopic(bootstrap, f"{prefix}-model")
