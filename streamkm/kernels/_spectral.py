@@ -73,6 +73,10 @@ def dense_eigenpairs(dense: np.ndarray, *, top: int | None = None,
 _DENSE_FACTOR = 2
 
 
+def _solved_dense(size: int, top: int) -> bool:
+    return size <= max(_DENSE_FACTOR * top, top + 1)
+
+
 def _gram_operator(block: sp.csr_matrix,
                    factor: sp.csr_matrix | None) -> sp.csr_matrix | LinearOperator:
     """``block`` as Lanczos multiplies by it: itself, or v -> F^T (F v) when its ``factor``
@@ -91,7 +95,7 @@ def _block_eigenpairs(block: sp.csr_matrix, top: int, start: np.ndarray,
     """The ``top`` largest eigenpairs of one connected block (``factor``: F with
     block = F^T F, or None), decreasing."""
     size = block.shape[0]
-    if size <= max(_DENSE_FACTOR * top, top + 1) or not np.any(start > 0):
+    if _solved_dense(size, top) or not np.any(start > 0):
         return dense_eigenpairs(block.toarray(), top=min(top, size))
     try:
         lam, vec = eigsh(_gram_operator(block, factor), k=top, which="LA",
@@ -121,10 +125,12 @@ def leading_eigenpairs(gram: sp.csr_matrix, top: int, start: np.ndarray,
     values, vectors = [], []
     for b in range(n_blocks):
         members = np.flatnonzero(block_of == b)
-        # a row of F with an entry in the block has all its entries there
-        lam, vec = _block_eigenpairs(gram[members][:, members], min(top, members.shape[0]),
-                                     start[members],
-                                     None if factor is None else factor[:, members])
+        wanted = min(top, members.shape[0])
+        # a row of F with an entry in the block has all its entries there (sliced only
+        # for a block Lanczos solves)
+        sub = (None if factor is None or _solved_dense(members.shape[0], wanted)
+               else factor[:, members])
+        lam, vec = _block_eigenpairs(gram[members][:, members], wanted, start[members], sub)
         full = np.zeros((p, lam.shape[0]))
         full[members] = vec
         values.append(lam)
