@@ -279,7 +279,7 @@ def _kernel_note(config: Any) -> str | None:
         why = f": {reason}" if reason else ""
         return f"in use: {kernel_label(model.kernel, model.gamma, in_use)} ({path.name}{why})"
     if model.kernel in AUTO_KERNELS and model.gamma in (None, "auto"):
-        return (f"gamma = \"auto\": {model.kernel} itself or the heat, anchor or level_set "
+        return (f"gamma = \"auto\": {model.kernel} itself or the linear, anchor or level_set "
                 f"kernel, chosen on the first batch")
     return None
 

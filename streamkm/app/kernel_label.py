@@ -4,8 +4,8 @@ the ``kernel_chosen`` log event and the ``streamkm_model_kernel`` metric:
 :mod:`streamkm.app.kernel_shown`).
 
 With ``gamma = "auto"`` the rbf and laplacian kernels are a request, not a promise: the
-model chooses, on its first batch, the median-width kernel itself or the heat, anchor-graph
-or density level-set kernel (:mod:`streamkm.kernels`). The reason is the fitted model's
+model chooses, on its first batch, the median-width kernel itself or the linear, heat,
+anchor-graph or density level-set kernel (:mod:`streamkm.kernels`). The reason is the fitted model's
 ``auto_decision_`` when it has one.
 """
 

@@ -84,12 +84,12 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         median heuristic (polynomial: 1 / n_features), ``"eigengap"`` picks among widths
         median * 2^j by the eigengap of the normalised kernel matrix. ``"auto"`` (or None)
         for rbf / laplacian chooses the kernel, once, on the initialisation sample: of the
-        median-width kernel, the anchor-graph kernel and the density level-set kernel
-        (both fitted on X in :meth:`fit`, at most 20,000 of its rows), the one whose kernel
-        k-means cuts least of the sample's mutual k-nn graph on average over 5 starts; the
-        median width unless beaten by more than k / n (``auto_decision_`` holds the
-        scores). With drift handling or a sketch a graph kernel
-        is refitted on the recent rows as the stream goes. Always the median width with
+        median-width kernel, the linear kernel (plain k-means), the anchor-graph kernel and
+        the density level-set kernel (both fitted on X in :meth:`fit`, at most 20,000 of
+        its rows), the one whose kernel k-means cuts least of the sample's mutual and
+        symmetric k-nn graphs on average over 5 starts; the median width unless beaten by
+        more than 2 k / n (``auto_decision_`` holds the scores). With drift handling or a
+        sketch a graph kernel is refitted on the recent rows as the stream goes. Always the median width with
         explicit ``kernel_params``, and below
         max(500, 20 k) distinct sample rows (in
         streaming the sample is the first batch: make the first :meth:`partial_fit` call

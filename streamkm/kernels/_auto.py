@@ -2,34 +2,41 @@
 
 No single rbf width separates non-convex shapes (moons, rings: the kernel k-means objective
 itself prefers a convex cut), and on data with many clusters (digits, PenDigits) a diffusion
-over an anchor graph beats every width; on other real data the median width is best. So
-``"auto"`` compares candidate kernels on the sample, without labels, by one score:
+over an anchor graph beats every width; on other real data the median width or plain
+(linear) k-means is best. So ``"auto"`` compares candidate kernels on the sample, without
+labels, by one score:
 
-**the expected normalised cut of one common graph.** The graph is the mutual k-nn graph
-(``AUTO_NEIGHBORS`` neighbours, 0/1 edges, :func:`mutual_knn_graph`) of at most
-``DECISION_ROWS`` distinct rows of the sample, drawn by a generator seeded with their number
-after sorting them (so the draw does not depend on the order the rows came in). Each
-candidate clusters those rows by kernel k-means from ``SCORE_STARTS`` independent k-means++
-starts (seeded the same way for every candidate); its score is the mean over the starts of
-sum_j cut(C_j) / vol(C_j) of the partition found: how much of the graph a start of that
-kernel cuts. A kernel whose starts land on different partitions pays for the bad ones, so
-the score rewards clusters that follow the data's connected shapes *and* that a start finds
-reliably. The level-set kernel's partition does not depend on a start (its k pieces) and is
-scored once.
+**the expected cut of two common k-nn graphs.** At most ``DECISION_ROWS`` distinct rows of
+the sample are drawn by a generator seeded with their number after sorting them (so the
+draw does not depend on the order the rows came in). Each candidate clusters those rows by
+kernel k-means from ``SCORE_STARTS`` independent k-means++ starts (seeded the same way for
+every candidate); its score is the mean over the starts of
 
-The candidates: the ``kind`` at the median width (the reference), the anchor-graph kernel
-and the density level-set kernel fitted on the offered rows (all of X in ``fit``, at most
-``AUTO_ANCHOR_ROWS``; the sample in streaming). :func:`streamkm.kernels._decision.decide`
-takes the lowest score and keeps the reference unless it is beaten by more than the score's
-resolution, one row's share of a cut: moving a row to another cluster changes the cut by
-about its degree over its cluster's volume, k / n on average (k clusters, n rows). Measured
-and dropped as not paying their way: rbf at 4x the median width (never the lowest score
-where it mattered) and the density-weighted heat kernel on the decision rows (never lowest
-by a margin that gained ARI; the anchor and level-set kernels cut as little on moons and
-circles, and it adds an eigendecomposition of the decision rows' graph). ``candidates=`` can
-still add it.
+    ncut(mutual k-nn graph) + ncut(symmetric k-nn graph),   ncut = sum_j cut(C_j) / vol(C_j)
 
-No graph kernel is considered when ``allow_graph`` is false (drift handling, sketching) or
+of the partition found (``AUTO_NEIGHBORS`` neighbours, 0/1 edges, :func:`knn_graphs`). The
+two graphs see different failures. The mutual graph keeps clusters of unequal density apart
+(a sparse row is not joined to a dense region unless the dense rows point back), but it
+leaves many rows in sparse regions with no edge at all, so cutting off a handful of outlying
+rows costs nothing on it. The symmetric graph joins every row to its neighbours, so such a
+cut costs their edges there; on it alone a dense core and a diffuse cloud around it are one
+piece. A partition that follows the data's shapes cuts little of both; a kernel whose starts
+land on different partitions pays for the bad ones.
+
+The candidates: the ``kind`` at the median width (the reference), the linear kernel (plain
+k-means), the anchor-graph kernel and the density level-set kernel fitted on the offered
+rows (all of X in ``fit``, at most ``AUTO_ANCHOR_ROWS``; the sample in streaming). The
+level-set kernel's partition does not depend on a start (its k pieces) and is scored once.
+:func:`streamkm.kernels._decision.decide` takes the lowest score and keeps the reference
+unless it is beaten by more than the score's resolution, one row's share of the two cuts:
+moving a row to another cluster changes each cut by about its degree over its cluster's
+volume, k / n on average (k clusters, n rows), so 2 k / n for the sum. Measured and dropped
+as not paying their way: rbf at half and twice the median width (on the suite they won
+where they did not label better, ring) and the density-weighted heat kernel on the decision
+rows (it adds an eigendecomposition of the decision rows' graph and never won by a margin
+that gained ARI); ``candidates=`` can still add the heat kernel.
+
+No other kernel is considered when ``allow_graph`` is false (drift handling, sketching) or
 when the sample has fewer than ``AUTO_MIN_ROWS`` (or 20 k) distinct rows; the decision then
 records why. Evidence and limits: docs/kernels.md.
 """
@@ -52,10 +59,10 @@ from streamkm.kernels._registry import KernelType
 from streamkm.kernels._spec import KernelSpec
 
 __all__ = ["AUTO_ANCHOR_ROWS", "AUTO_CANDIDATES", "AUTO_HEAT_OPTIONS", "AUTO_MIN_ROWS",
-           "AUTO_NEIGHBORS", "GRAPH_CANDIDATES",
+           "AUTO_NEIGHBORS", "GRAPH_CANDIDATES", "OTHER_CANDIDATES",
            "DECISION_ROWS", "LEVEL_SET_PAIRS", "LEVEL_SET_ROWS", "SCORE_STARTS",
-           "auto_kernel_decision", "choose_auto_kernel", "decision_rows", "level_set_rows",
-           "mutual_knn_graph", "normalized_cut"]
+           "auto_kernel_decision", "choose_auto_kernel", "decision_rows", "graph_cut",
+           "knn_graphs", "level_set_rows", "mutual_knn_graph", "normalized_cut"]
 
 AUTO_MIN_ROWS = 500
 DECISION_ROWS = 1000
@@ -66,12 +73,15 @@ AUTO_HEAT_OPTIONS = {"n_neighbors": AUTO_NEIGHBORS, "weights": "density"}
 #: rows the anchor-graph and level-set kernels of ``"auto"`` are fitted on at most
 #: (``fit(X)`` offers all of X; the anchor kernel's cost is linear in them)
 AUTO_ANCHOR_ROWS = 20000
-#: the graph kernels ``"auto"`` compares with the median width, in the order ties are
-#: broken; the heat kernel may be added (``candidates=``) but does not pay its way: it never
-#: scored lowest by a margin that gained ARI on the suite (docs/kernels.md), and it adds an
+#: the kernels ``"auto"`` compares with the median width, in the order ties are broken;
+#: the heat kernel may be added (``candidates=``) but does not pay its way: it never scored
+#: lowest by a margin that gained ARI on the suite (docs/kernels.md), and it adds an
 #: eigendecomposition of the decision rows' graph
-AUTO_CANDIDATES = ("anchor", "level_set")
+AUTO_CANDIDATES = ("linear", "anchor", "level_set")
+#: candidates built from a graph of the rows (not compared without ``allow_graph``)
 GRAPH_CANDIDATES = ("heat", "anchor", "level_set")
+#: every candidate ``candidates=`` may name, in the order ties are broken
+OTHER_CANDIDATES = ("linear", *GRAPH_CANDIDATES)
 #: independent k-means++ starts per candidate; the score is the mean over them
 SCORE_STARTS = 5
 _MAX_ITER = 50
@@ -102,22 +112,40 @@ def decision_rows(sample: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows)
 
 
-def mutual_knn_graph(rows: np.ndarray, n_neighbors: int = AUTO_NEIGHBORS) -> sp.csr_matrix:
-    """The 0/1 mutual k-nn graph of ``rows`` (float64, distinct): i and j joined when each
-    is within the other's ``n_neighbors``-th neighbour distance (ties included), no self
-    loops. Unlike the symmetrised (union) graph, a row in a sparse region is not joined to
-    the dense region it points into unless the dense rows point back: clusters of unequal
-    density stay apart (Maier, Hein and von Luxburg 2009)."""
+def knn_graphs(rows: np.ndarray, n_neighbors: int = AUTO_NEIGHBORS
+               ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The 0/1 mutual and symmetric k-nn graphs of ``rows`` (float64, distinct), from one
+    pass over the pairs: i and j are joined in the mutual graph when each is within the
+    other's ``n_neighbors``-th neighbour distance (ties included), in the symmetric graph
+    when either is; no self loops. Unlike the symmetric graph, the mutual one does not join
+    a row in a sparse region to the dense region it points into unless the dense rows point
+    back: clusters of unequal density stay apart (Maier, Hein and von Luxburg 2009); but it
+    leaves rows in sparse regions with few or no edges, which the symmetric graph joins."""
     m = rows.shape[0]
     indptr, indices = _nkg.join_rows(rows, np.ascontiguousarray(rows.T), np.zeros(m),
                                      min(n_neighbors, m - 1), False, np.empty(m))
     within = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
-    mutual = within.minimum(within.T).tocoo()
-    off = mutual.row != mutual.col  # no self loops
-    mutual = sp.csr_matrix((mutual.data[off], (mutual.row[off], mutual.col[off])),
-                           shape=(m, m))
-    mutual.eliminate_zeros()
-    return mutual
+    return (_without_self_loops(within.minimum(within.T)),
+            _without_self_loops(within.maximum(within.T)))
+
+
+def mutual_knn_graph(rows: np.ndarray, n_neighbors: int = AUTO_NEIGHBORS) -> sp.csr_matrix:
+    """The 0/1 mutual k-nn graph of ``rows`` (:func:`knn_graphs`)."""
+    return knn_graphs(rows, n_neighbors)[0]
+
+
+def graph_cut(graphs: tuple[sp.csr_matrix, ...], labels: np.ndarray,
+              n_clusters: int) -> float:
+    """The sum over ``graphs`` of the partition's :func:`normalized_cut`."""
+    return float(sum(normalized_cut(graph, labels, n_clusters) for graph in graphs))
+
+
+def _without_self_loops(adjacency: sp.spmatrix) -> sp.csr_matrix:
+    coo = adjacency.tocoo()
+    off = coo.row != coo.col
+    out = sp.csr_matrix((coo.data[off], (coo.row[off], coo.col[off])), shape=adjacency.shape)
+    out.eliminate_zeros()
+    return out
 
 
 class _FormedGram:
@@ -136,11 +164,11 @@ class _FormedGram:
         return gram_columns(self.kmat, y[:, 0])[x[:, 0]]
 
 
-def _expected_cut(kmat: Gram, graph: sp.csr_matrix, n_clusters: int) -> float:
-    """Mean normalised cut of ``graph`` over ``SCORE_STARTS`` kernel k-means runs on the
-    Gram ``kmat``, each from its own k-means++ start; the starts' generator is seeded the
-    same for every candidate."""
-    n = graph.shape[0]
+def _expected_cut(kmat: Gram, graphs: tuple[sp.csr_matrix, ...], n_clusters: int) -> float:
+    """Mean :func:`graph_cut` of ``graphs`` over ``SCORE_STARTS`` kernel k-means runs on
+    the Gram ``kmat``, each from its own k-means++ start; the starts' generator is seeded
+    the same for every candidate."""
+    n = kmat.shape[0]
     draw = np.random.default_rng(n)
     formed = _FormedGram(kmat)
     index = np.arange(n)[:, None]
@@ -149,7 +177,7 @@ def _expected_cut(kmat: Gram, graph: sp.csr_matrix, n_clusters: int) -> float:
         seeds = d2_sampling(n, n_clusters, kernel_sq_dist_to(formed, index), draw,
                             n_local_trials=greedy_trials(n_clusters))
         labels = kernel_lloyd(kmat, seeds, max_iter=_MAX_ITER, diag=formed.diag).labels
-        cuts.append(normalized_cut(graph, labels, n_clusters))
+        cuts.append(graph_cut(graphs, labels, n_clusters))
     return float(np.mean(cuts))
 
 
@@ -159,13 +187,13 @@ def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
                          candidates: tuple[str, ...] = AUTO_CANDIDATES,
                          ) -> tuple[KernelSpec, AutoDecision]:
     """The kernel ``gamma="auto"`` resolves to and the decision that chose it (module
-    docstring): ``kind`` at width ``gamma`` (the reference), or one of the graph
-    ``candidates`` (a subset of ``GRAPH_CANDIDATES``, in the order ties are broken): the heat
-    kernel fitted on the decision rows, the anchor-graph or level-set kernel fitted on
+    docstring): ``kind`` at width ``gamma`` (the reference), or one of ``candidates`` (a
+    subset of ``OTHER_CANDIDATES``, in the order ties are broken): the linear kernel, the
+    heat kernel fitted on the decision rows, the anchor-graph or level-set kernel fitted on
     ``landmarks`` (default ``sample``; at most ``AUTO_ANCHOR_ROWS`` of them)."""
-    unknown = sorted(set(candidates) - set(GRAPH_CANDIDATES))
+    unknown = sorted(set(candidates) - set(OTHER_CANDIDATES))
     if unknown:
-        raise ValueError(f"auto candidates are among {GRAPH_CANDIDATES}, got {unknown}")
+        raise ValueError(f"auto candidates are among {OTHER_CANDIDATES}, got {unknown}")
     reference = kind.name
     width_spec = KernelSpec(kind.name, gamma)
     if not allow_graph:
@@ -174,7 +202,7 @@ def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
                        "raw rows for re-sketching): the median width is used")
     if not kind.shift_invariant or n_clusters < 2:
         return width_spec, not_considered(
-            reference, f"no graph kernel competes for kernel {kind.name!r} with "
+            reference, f"no other kernel competes for kernel {kind.name!r} with "
                        f"n_clusters={n_clusters}")
     rows = decision_rows(sample)
     needed = max(AUTO_MIN_ROWS, 20 * n_clusters)
@@ -182,11 +210,11 @@ def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
         return width_spec, not_considered(
             reference, f"the sample has {rows.shape[0]} distinct rows, fewer than the "
                        f"{needed} a graph needs: the median width is used")
-    graph = mutual_knn_graph(rows)
+    graphs = knn_graphs(rows)
     offered = _offered_rows(sample if landmarks is None else landmarks)
     specs: dict[str, KernelSpec] = {reference: width_spec}
     scores: dict[str, float | None] = {
-        reference: _expected_cut(width_spec.block(rows, rows), graph, n_clusters)}
+        reference: _expected_cut(width_spec.block(rows, rows), graphs, n_clusters)}
     for name in candidates:
         if name == "level_set":
             try:
@@ -196,17 +224,21 @@ def auto_kernel_decision(kind: KernelType, gamma: float, sample: np.ndarray,
                 scores[name] = None  # the rows have no level set of k pieces
                 continue
             # its partition is its k pieces: no start to average over
-            scores[name] = normalized_cut(graph, np.argmax(spec.prepare(rows), axis=1),
-                                          n_clusters)
+            scores[name] = graph_cut(graphs, np.argmax(spec.prepare(rows), axis=1),
+                                     n_clusters)
         else:
-            spec = (KernelSpec("heat", options=AUTO_HEAT_OPTIONS).fit(rows, n_clusters)
-                    if name == "heat" else KernelSpec("anchor").fit(offered, n_clusters))
-            prepared = np.ascontiguousarray(spec.prepare(rows))
-            scores[name] = _expected_cut(feature_gram(prepared), graph, n_clusters)
+            if name == "linear":
+                spec = KernelSpec("linear").fit(offered, n_clusters)
+            elif name == "heat":
+                spec = KernelSpec("heat", options=AUTO_HEAT_OPTIONS).fit(rows, n_clusters)
+            else:
+                spec = KernelSpec("anchor").fit(offered, n_clusters)
+            prepared = np.ascontiguousarray(spec.prepare(rows), dtype=np.float64)
+            scores[name] = _expected_cut(feature_gram(prepared), graphs, n_clusters)
         specs[name] = spec
-    # the score's resolution: moving one row across a cut changes it by about its degree
-    # over its cluster's volume, (vol / n) / (vol / k) = k / n
-    tolerance = n_clusters / rows.shape[0]
+    # the score's resolution: moving one row across a cut changes each graph's cut by about
+    # its degree over its cluster's volume, (vol / n) / (vol / k) = k / n
+    tolerance = len(graphs) * n_clusters / rows.shape[0]
     decision = decide(scores, reference, tolerance)
     return specs[decision.chosen], decision
 

@@ -30,7 +30,7 @@ def build_kernel(
     (= ``"auto"``), used by kernels with the ``needs_gamma`` trait (see
     :func:`resolve_gamma`). Fitted (graph) kernels are fitted on ``landmarks`` (default:
     ``sample``). With ``allow_graph``, ``"auto"`` on a shift-invariant kernel may resolve
-    to the anchor-graph or the level-set kernel fitted on ``landmarks`` (:func:`streamkm.kernels._auto.choose_auto_kernel`); without it ``"auto"``
+    to the linear kernel, or the anchor-graph or the level-set kernel fitted on ``landmarks`` (:func:`streamkm.kernels._auto.choose_auto_kernel`); without it ``"auto"``
     is the median rule. ``on_decision`` is called with ``"auto"``'s
     :class:`~streamkm.kernels._decision.AutoDecision` when one was made.
     """

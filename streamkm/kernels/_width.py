@@ -10,11 +10,11 @@ degree-normalised kernel matrix D^-1/2 K D^-1/2: the width whose k-th and (k+1)-
 eigenvalues are furthest apart (k = n_clusters). Polynomial falls back to ``"median"``.
 
 ``"auto"`` (the default): ``"median"`` here; for shift-invariant kernels
-:func:`streamkm.kernels.build_kernel` may instead choose the anchor-graph or the level-set
-kernel (:mod:`streamkm.kernels._auto`). The eigengap rule was measured and not adopted: on blobs
-and digits it ties the median heuristic, on PenDigits it is worse (ARI 0.600 vs the
-median's), on moons and circles it does not help (docs/kernels.md), and its narrower
-widths blunt drift detection.
+:func:`streamkm.kernels.build_kernel` may instead choose the linear, the anchor-graph or the
+level-set kernel (:mod:`streamkm.kernels._auto`). The eigengap rule was measured and not
+adopted: on blobs and digits it ties the median heuristic, on PenDigits it is worse (ARI
+0.600 vs the median's), on moons and circles it does not help (docs/kernels.md), and its
+narrower widths blunt drift detection.
 Every rule is applied once, on the initialisation sample; the value is kept in the model
 state (``gamma_``).
 """

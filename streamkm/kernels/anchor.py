@@ -133,7 +133,7 @@ def fit_anchor_graph(rows: np.ndarray, n_anchors: int, n_nearest: int, t: float 
     gram = (b.T @ b).tocsr()
     # t="auto" needs s^2_{k+1} even when fewer eigenpairs are kept
     top = min(gram.shape[0], max(n_components, (n_clusters or 2) + 1))
-    lam, vec = leading_eigenpairs(gram, top, np.sqrt(column))
+    lam, vec = leading_eigenpairs(gram, top, np.sqrt(column), b.tocsr())
     time = auto_diffusion_time(lam, n_clusters) if t == "auto" else float(t)
     keep = min(significant_eigenpairs(lam, time), n_components)
     lam, vec = lam[:keep], vec[:, :keep]

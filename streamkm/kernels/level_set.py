@@ -31,7 +31,7 @@ The rule is scale-free (scores are only ranked, weights are relative to each row
 distances). It separates clusters that a density valley separates even where no kernel
 width does (two noisy rings), and it needs many rows per cluster in a low-dimensional
 space: in high dimensions density radii hardly differ. ``gamma="auto"`` takes it when its
-pieces cut the least of the decision rows' mutual k-nn graph (:mod:`streamkm.kernels._auto`). The kernel is fitted on at most
+pieces cut the least of the decision rows' mutual and symmetric k-nn graphs (:mod:`streamkm.kernels._auto`). The kernel is fitted on at most
 ``n_rows`` distinct rows (a generator seeded with their number draws them; its cost is
 ``n_rows`` squared distances), computed in float64.
 """

@@ -124,7 +124,8 @@ def test_fitted_model_keeps_the_decision_reports_it_and_restores_it(tmp_path):
     assert decision["candidates"][0] == "rbf"
     assert set(decision["scores"]) == set(decision["candidates"])
     assert decision["scores"][decision["chosen"]] < decision["scores"]["rbf"]
-    assert decision["tolerance"] == 2 / 1000  # k / n: one of the 1000 decision rows moved
+    # 2 k / n: one of the 1000 decision rows moved, on each of the two graphs
+    assert decision["tolerance"] == 2 * 2 / 1000
     events = [e for e in report.events if e["event"] == "kernel_chosen"]
     assert len(events) == 1 and events[0]["step"] == 1
     assert events[0]["kernel"] == decision["chosen"]
@@ -149,21 +150,51 @@ def test_without_a_decision_the_state_says_none_and_drift_handling_decides_as_we
     assert len(drifting.auto_decision_["candidates"]) > 1
 
 
-def test_mutual_knn_graph_against_numpy():
-    from streamkm.kernels._auto import mutual_knn_graph
+def test_knn_graphs_against_numpy():
+    from streamkm.kernels._auto import knn_graphs, mutual_knn_graph
 
     x = np.random.default_rng(3).normal(size=(60, 2)) * np.where(
         np.arange(60) < 30, 1.0, 5.0)[:, None]  # a dense and a sparse half
     dist = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
     r2 = np.sort(dist, axis=1)[:, 5]  # the 5th other row (index 0 is the row itself)
     within = dist <= r2[:, None]
-    expected = (within & within.T) & ~np.eye(60, dtype=bool)
-    graph = mutual_knn_graph(x, 5)
-    np.testing.assert_array_equal(graph.toarray() > 0, expected)
-    assert (graph.toarray() != graph.toarray().T).sum() == 0
-    # the union graph joins more sparse rows to the dense half than the mutual one
-    union = within | within.T
-    assert (union[30:, :30]).sum() >= expected[30:, :30].sum()
+    off = ~np.eye(60, dtype=bool)
+    expected_mutual = (within & within.T) & off
+    expected_symmetric = (within | within.T) & off
+    mutual, symmetric = knn_graphs(x, 5)
+    np.testing.assert_array_equal(mutual.toarray(), expected_mutual.astype(float))
+    np.testing.assert_array_equal(symmetric.toarray(), expected_symmetric.astype(float))
+    np.testing.assert_array_equal(mutual_knn_graph(x, 5).toarray(), mutual.toarray())
+    # the symmetric graph joins more sparse rows to the dense half than the mutual one
+    assert expected_symmetric[30:, :30].sum() > expected_mutual[30:, :30].sum()
+
+
+def test_graph_cut_sums_the_normalized_cut_of_each_graph():
+    import scipy.sparse as sp
+
+    from streamkm.kernels._auto import graph_cut
+
+    blocks = sp.csr_matrix(np.kron(np.eye(2), np.ones((3, 3))) - np.eye(6))
+    chain = sp.csr_matrix(np.eye(6, k=1) + np.eye(6, k=-1))
+    labels = np.array([0, 0, 0, 1, 1, 1])
+    # blocks: no edge cut; chain: the edge 2-3 cut, each side of volume 5
+    assert graph_cut((blocks, chain), labels, 2) == pytest.approx(0.0 + 1 / 5 + 1 / 5)
+    assert graph_cut((blocks,), labels, 2) == normalized_cut(blocks, labels, 2) == 0.0
+
+
+def test_cutting_off_isolated_rows_costs_nothing_on_the_mutual_graph_only():
+    """Why the score adds the symmetric graph's cut: a far, sparse handful of rows has no
+    mutual edge, so a partition that only cuts them off is free on the mutual graph."""
+    from streamkm.kernels._auto import knn_graphs
+
+    rng = np.random.default_rng(0)
+    core = rng.normal(size=(300, 2))
+    outliers = rng.normal(size=(5, 2)) * 30 + 60  # sparser than any 20-nn radius of the core
+    x = np.vstack([core, outliers])
+    mutual, symmetric = knn_graphs(x, 20)
+    labels = np.r_[np.zeros(300, int), np.ones(5, int)]
+    assert normalized_cut(mutual, labels, 2) == 0.0
+    assert normalized_cut(symmetric, labels, 2) > 0.5
 
 
 def test_the_heat_kernel_can_be_compared_on_request_and_unknown_candidates_are_refused():
@@ -177,9 +208,26 @@ def test_the_heat_kernel_can_be_compared_on_request_and_unknown_candidates_are_r
     assert decision.candidates == ("rbf", "heat", "anchor", "level_set")
     assert decision.scores["heat"] is not None and spec.name == decision.chosen != "rbf"
     default_spec, default = auto_kernel_decision(rbf, 1.0, x, 2, allow_graph=True)
-    assert default.candidates == ("rbf", "anchor", "level_set")
+    assert default.candidates == ("rbf", "linear", "anchor", "level_set")
     assert default.scores["rbf"] == decision.scores["rbf"]  # the same starts for every set
     with pytest.raises(ValueError, match="'cosine'"):
         auto_kernel_decision(rbf, 1.0, x, 2, allow_graph=True, candidates=("cosine",))
     few, why = auto_kernel_decision(rbf, 1.0, x[:300], 2, allow_graph=True)
     assert few.name == "rbf" and why.scores == {"rbf": None} and "300 distinct rows" in why.reason
+
+
+def test_the_linear_kernel_competes_and_wins_ties_among_the_others():
+    """Two far blobs with an rbf width far too narrow for them: the narrow rbf cuts both
+    graphs at random, plain k-means, the anchor and the level-set kernels find the blobs
+    (no edge cut); the linear kernel is listed first among the others and wins the tie."""
+    from streamkm.kernels import get_kernel_type
+    from streamkm.kernels._auto import auto_kernel_decision
+
+    x, y = make_blobs(800, centers=[[-5.0, 0.0], [5.0, 0.0]], random_state=0)
+    spec, decision = auto_kernel_decision(get_kernel_type("rbf"), 1e4, x, 2,
+                                          allow_graph=True)
+    assert decision.candidates == ("rbf", "linear", "anchor", "level_set")
+    assert decision.scores["linear"] == 0.0 < decision.scores["rbf"] - decision.tolerance
+    assert spec.name == decision.chosen == "linear"
+    labels = np.argmin(((x[:, None, :] - np.array([[-5.0, 0.0], [5.0, 0.0]])) ** 2).sum(-1), 1)
+    assert (labels == y).all()  # the blobs are apart: a partition that cuts nothing exists
