@@ -320,7 +320,7 @@ def test_thread_setting_from_environment(monkeypatch):
 
 def test_default_threads_follow_the_block_size(monkeypatch):
     monkeypatch.delenv("STREAMKM_NUM_THREADS", raising=False)
-    monkeypatch.setattr(_threads, "_available_cpus", lambda: 4)
+    monkeypatch.setattr(_threads, "available_cpus", lambda: 4)
     monkeypatch.setattr(_threads, "_load_average", lambda: 1.5)
     streamkm.set_num_threads(None)
     per_thread = _threads.PARALLEL_BLOCK_ELEMENTS
