@@ -163,9 +163,12 @@ class RowReservoir:
 
 
 def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]],
-                   drift: Any = None) -> str | None:
+                   drift: Any = None, rows: np.ndarray | None = None,
+                   labels: np.ndarray | None = None) -> str | None:
     """Why the kernel is refitted after this step (module docstring), or None; ``drift``:
-    the model's drift controller (its count of rejected splits), None without one."""
+    the model's drift controller (its count of rejected splits, its split test), None
+    without one; ``rows`` / ``labels``: the step's input rows and their cluster positions
+    (``"input_split"`` is tested only with them and a controller)."""
     alarmed = drift is not None and drift.n_rejected > reservoir.rejected_seen
     if drift is not None:
         reservoir.rejected_seen = int(drift.n_rejected)
@@ -173,6 +176,10 @@ def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]],
         return "drift"
     if alarmed and reservoir.rows_since_fit > 0:
         return "alarm"
+    if (drift is not None and rows is not None and labels is not None and rows.shape[0]
+            and reservoir.rows_since_fit >= drift.policy.cooldown_batches * rows.shape[0]
+            and drift.input_split(rows, labels) is not None):
+        return "input_split"
     if reservoir.turned_over:
         return "turnover"
     return None
@@ -237,8 +244,8 @@ def _carry_into(fitted: KernelSpec, rows: np.ndarray, labels: np.ndarray, fallba
 
 
 def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.ndarray,
-                   new_rows: np.ndarray | None = None, kept: KernelSpec | None = None
-                   ) -> RefreshOutcome:
+                   new_rows: np.ndarray | None = None, kept: KernelSpec | None = None,
+                   fit_clusters: int | None = None) -> RefreshOutcome:
     """Refit ``kernel`` on the reservoir and adopt the candidate that cuts least (module
     docstring).
 
@@ -256,12 +263,13 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
     unfitted = KernelSpec(kernel.name, kernel.gamma, kernel.degree, kernel.coef0,
                           dict(kernel.options))
     k = centers.n_clusters
+    fit_k = k if fit_clusters is None else int(fit_clusters)
     if new_rows is not None:
-        fresh = _carry_into(unfitted.fit(new_rows, k), new_rows, labels, fallback, k, dtype)
+        fresh = _carry_into(unfitted.fit(new_rows, fit_k), new_rows, labels, fallback, k, dtype)
         return RefreshOutcome("fresh", fresh.kernel, np.ascontiguousarray(fresh.centers, dtype=dtype),
                               fresh.labels, old_features, fresh.features, {}, None)
     candidates = {"carried": _Candidate(kernel, centers.centers, labels, old_features),
-                  "fresh": _carry_into(unfitted.fit(old_rows, k), old_rows, labels, fallback,
+                  "fresh": _carry_into(unfitted.fit(old_rows, fit_k), old_rows, labels, fallback,
                                        k, dtype)}
     if kept is not None:
         candidates["kept"] = _carry_into(kept, old_rows, labels, fallback, k, dtype)
@@ -308,6 +316,12 @@ def _cluster_means(features: np.ndarray, labels: np.ndarray, k: int, *,
     return out
 
 
+def _fit_clusters(reason: str, n_clusters: int) -> int:
+    """The clusters a refit fits the kernel for: one more after ``"input_split"`` (the
+    cluster of two groups is about to be split), else the model's."""
+    return n_clusters + 1 if reason == "input_split" else n_clusters
+
+
 def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = None
                          ) -> list[dict[str, Any]]:
     """Refit ``model``'s graph kernel on its reservoir (or on ``new_rows``, the reservoir's rows
@@ -326,7 +340,8 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
     reservoir.rows_since_fit = 0
     try:
         outcome = refresh_kernel(old_kernel, model._centers, reservoir.rows, new_rows,
-                                 None if new_rows is not None else reservoir.kept)
+                                 None if new_rows is not None else reservoir.kept,
+                                 _fit_clusters(reason, model._centers.n_clusters))
     except NoLevelSetError as exc:
         if new_rows is not None:
             raise

@@ -537,7 +537,8 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         skipped = x.shape[0] - min(x.shape[0], RESERVOIR_ROWS)
         reservoir.add(x[skipped:], None if raw is None else raw[skipped:])
         reservoir.rows_since_fit += skipped
-        reason = refresh_reason(reservoir, list(report.events), self.__dict__.get("_drift"))
+        reason = refresh_reason(reservoir, list(report.events), self.__dict__.get("_drift"),
+                                x, report.labels)
         if reason is None:
             return report
         events = self._refresh_kernel(reason)

@@ -224,3 +224,97 @@ def test_a_state_whose_kept_kernel_is_not_fitted_is_refused() -> None:
     meta["kernel_reservoir"]["kept"]["fitted"] = {}
     with pytest.raises(StateError, match="kept kernel 'anchor'"):
         MiniBatchKernelKMeans.from_state(arrays, meta)
+
+
+class _InputSplit(_Rejections):
+    """Drift handling whose split test on the input rows finds ``found`` (a position or
+    None)."""
+
+    def __init__(self, n_rejected: int, found: int | None) -> None:
+        super().__init__(n_rejected)
+        from streamkm.drift import DriftPolicy
+
+        self.policy = DriftPolicy()
+        self.found = found
+        self.tested = 0
+
+    def input_split(self, rows: np.ndarray, labels: np.ndarray) -> int | None:
+        self.tested += 1
+        return self.found
+
+
+COOLED = DriftPolicyDefaults = 5 * BATCH  # cooldown_batches (5) batches of BATCH rows
+
+
+@pytest.mark.parametrize(("events", "rejected", "found", "since_fit", "expected"), [
+    ([], 0, 1, COOLED, "input_split"),
+    ([], 0, 1, RESERVOIR_ROWS, "input_split"),  # before the turnover it coincides with
+    ([], 0, None, COOLED, None),
+    ([], 0, None, RESERVOIR_ROWS, "turnover"),
+    ([], 0, 1, COOLED - 1, None),  # the kernel was fitted under cooldown_batches ago
+    ([{"event": "split"}], 0, 1, COOLED, "drift"),  # drift handling's own events first
+    ([], 1, 1, COOLED, "alarm"),
+])
+def test_a_cluster_of_two_groups_in_the_input_rows_refits_the_kernel(
+        events, rejected, found, since_fit, expected) -> None:
+    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=since_fit)
+    drift = _InputSplit(rejected, found)
+    rows, labels = np.zeros((BATCH, 2)), np.zeros(BATCH, dtype=np.int64)
+    assert refresh_reason(reservoir, events, drift, rows, labels) == expected
+    # the test on the input rows runs only when no earlier reason holds and it may refit
+    assert drift.tested == int(not events and not rejected and since_fit >= COOLED)
+
+
+def test_the_input_rows_are_not_tested_without_them() -> None:
+    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=COOLED)
+    drift = _InputSplit(0, 1)
+    assert refresh_reason(reservoir, [], drift) is None and drift.tested == 0
+
+
+def test_a_refit_for_two_groups_fits_the_kernel_for_one_more_cluster() -> None:
+    from streamkm.cluster._kernel_refresh import _fit_clusters
+
+    assert _fit_clusters("input_split", 4) == 5
+    for reason in ("turnover", "drift", "alarm", "resketch"):
+        assert _fit_clusters(reason, 4) == 4
+
+
+def test_the_fresh_refit_is_fitted_for_the_clusters_it_is_asked_for() -> None:
+    x = np.concatenate([b[0] for b in moving_moons(7, 4, shift_per_batch=0.0)])
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0).fit(x)
+    centers = model._centers
+    for n_fit in (2, 3):
+        out = refresh_kernel(model.kernel_, centers, x, x, fit_clusters=n_fit)
+        expected = KernelSpec("anchor").fit(x, n_fit)
+        np.testing.assert_array_equal(out.kernel.fitted.projection,
+                                      expected.fitted.projection)
+
+
+def _pulling_apart(seed: int, n_batches: int, start: int) -> list[np.ndarray]:
+    """Two moons and a blob (deviation 0.25) at (4, 0) whose halves move apart along y from
+    batch ``start`` on, by 0.2 a batch."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n_batches):
+        group = rng.integers(0, 3, BATCH)
+        u = rng.uniform(0.0, np.pi, BATCH)
+        moons = np.where((group == 0)[:, None], np.c_[np.cos(u), np.sin(u)],
+                         np.c_[1 - np.cos(u), 0.5 - np.sin(u)])
+        half = max(0, i - start) * 0.2 * np.where(rng.random(BATCH) < 0.5, -1.0, 1.0)
+        blob = np.c_[np.full(BATCH, 4.0), half] + rng.normal(0.0, 0.25, (BATCH, 2))
+        x = np.where((group == 2)[:, None], blob, moons) + rng.normal(0.0, 0.08, (BATCH, 2))
+        out.append(x)
+    return out
+
+
+def test_a_blob_pulling_apart_inside_a_graph_kernel_is_split_by_a_refit() -> None:
+    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0, drift={"k_max": 6},
+                                  init_size=3 * BATCH)
+    batches = _pulling_apart(0, 24, start=8)
+    events = []
+    for x in batches:
+        events += list(model.step(x).events)
+    reasons = [e["reason"] for e in events if e["event"] in ("kernel_refreshed", "kernel_kept")]
+    splits = [e for e in events if e["event"] == "split"]
+    assert "input_split" in reasons
+    assert splits and model.n_clusters_ == 4
