@@ -58,7 +58,7 @@ from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
 from streamkm.kernels._decision import decide
 
 __all__ = ["CANDIDATES", "RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "choose_refit",
-           "refresh_kernel", "refresh_model_kernel", "refresh_reason"]
+           "refresh_kernel", "refresh_model_kernel", "refresh_reason", "unsplit_refits"]
 
 #: input rows kept for refitting a graph kernel (the refresh's landmarks)
 RESERVOIR_ROWS = 4096
@@ -67,7 +67,7 @@ _PREFIX = "kernel_reservoir_"
 #: centers (fewer when the assignment stops changing)
 REFINE_ITERATIONS = 20
 #: the candidates of a refit; ties go to the fresh refit, then in this order
-CANDIDATES = ("carried", "fresh", "kept")
+CANDIDATES = ("carried", "fresh", "kept", "recent")
 _KEPT = _PREFIX + "kept_"
 
 
@@ -97,11 +97,15 @@ class RowReservoir:
         The runner-up kernel of the last refit (fitted), a candidate of the next one.
     rejected_seen : int
         Splits drift handling had rejected when the reservoir last looked (``"alarm"``).
+    unsplit_refits : int
+        ``"input_split"`` refits in a row that led to no split (the test on the input rows
+        pauses at drift handling's ``max_rejections`` until the next turnover).
     """
 
     def __init__(self, capacity: int, rows: np.ndarray, raw: RawRows | None = None, *,
                  rows_since_fit: int = 0, n_refreshes: int = 0, n_kept: int = 0,
-                 kept: KernelSpec | None = None, rejected_seen: int = 0) -> None:
+                 kept: KernelSpec | None = None, rejected_seen: int = 0,
+                 unsplit_refits: int = 0) -> None:
         self.capacity = int(capacity)
         self.rows = np.ascontiguousarray(_tail(rows, self.capacity))
         self.raw = None if raw is None else _tail(raw, self.capacity)
@@ -110,6 +114,7 @@ class RowReservoir:
         self.n_kept = int(n_kept)
         self.kept = kept
         self.rejected_seen = int(rejected_seen)
+        self.unsplit_refits = int(unsplit_refits)
 
     def add(self, rows: np.ndarray, raw: RawRows | None) -> None:
         """Append a batch's input rows (and raw rows), dropping the oldest beyond capacity."""
@@ -131,7 +136,8 @@ class RowReservoir:
             arrays.update(raw_to_arrays(self.raw, _PREFIX + "raw"))
         meta = {"capacity": self.capacity, "rows_since_fit": self.rows_since_fit,
                 "n_refreshes": self.n_refreshes, "n_kept": self.n_kept,
-                "rejected_seen": self.rejected_seen, "keeps_raw": self.raw is not None,
+                "rejected_seen": self.rejected_seen, "unsplit_refits": self.unsplit_refits,
+                "keeps_raw": self.raw is not None,
                 "kept": None}
         if self.kept is not None:
             kept_arrays, kept_fitted = self.kept.to_arrays()
@@ -159,7 +165,8 @@ class RowReservoir:
                                  "is not a fitted graph kernel")
         return cls(int(meta["capacity"]), rows, raw, rows_since_fit=int(meta["rows_since_fit"]),
                    n_refreshes=int(meta["n_refreshes"]), n_kept=int(meta.get("n_kept", 0)),
-                   kept=kept, rejected_seen=int(meta.get("rejected_seen", 0)))
+                   kept=kept, rejected_seen=int(meta.get("rejected_seen", 0)),
+                   unsplit_refits=int(meta.get("unsplit_refits", 0)))
 
 
 def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]],
@@ -176,8 +183,9 @@ def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]],
         return "drift"
     if alarmed and reservoir.rows_since_fit > 0:
         return "alarm"
-    if (drift is not None and rows is not None and labels is not None and rows.shape[0]
-            and reservoir.rows_since_fit >= drift.policy.cooldown_batches * rows.shape[0]
+    if (drift is not None and rows is not None and labels is not None
+            and reservoir.rows_since_fit > 0
+            and reservoir.unsplit_refits < drift.policy.max_rejections
             and drift.input_split(rows, labels) is not None):
         return "input_split"
     if reservoir.turned_over:
@@ -273,6 +281,10 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
                                        k, dtype)}
     if kept is not None:
         candidates["kept"] = _carry_into(kept, old_rows, labels, fallback, k, dtype)
+    newest = old_rows[old_rows.shape[0] // 2:]
+    if newest.shape[0] > fit_k:
+        candidates["recent"] = _carry_into(unfitted.fit(newest, fit_k), old_rows, labels,
+                                           fallback, k, dtype)
     graph = mutual_knn_graph(np.ascontiguousarray(old_rows, dtype=np.float64))
     cuts = {name: normalized_cut(graph, c.labels, k) for name, c in candidates.items()}
     # the cut's resolution: one row moved across it changes it by about k / n
@@ -345,7 +357,9 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
     except NoLevelSetError as exc:
         if new_rows is not None:
             raise
-        return [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
+        failed = [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
+        reservoir.unsplit_refits = unsplit_refits(reservoir.unsplit_refits, reason, failed)
+        return failed
     reservoir.kept = outcome.runner_up
     event.update(outcome=outcome.outcome, cuts=outcome.cuts)
     drift = model.__dict__.get("_drift")
@@ -370,4 +384,15 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
         splits, model.counts_ = drift.review(int(model.n_steps_), model._centers,
                                             model.counts_, model._kernel_spec)
         events += splits
+    reservoir.unsplit_refits = unsplit_refits(reservoir.unsplit_refits, reason, events)
     return events
+
+
+def unsplit_refits(count: int, reason: str, events: list[dict[str, Any]]) -> int:
+    """``"input_split"`` refits in a row that led to no split, after a refit for ``reason``
+    that sent ``events``: one more after an input-split refit that split nothing, none after
+    one that split, after a turnover and after drift handling split or merged; unchanged
+    after the others."""
+    if reason == "input_split":
+        return 0 if any(e.get("event") == "split" for e in events) else count + 1
+    return 0 if reason in ("turnover", "drift") else count
