@@ -58,7 +58,8 @@ from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
 from streamkm.kernels._decision import decide
 
 __all__ = ["CANDIDATES", "RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "choose_refit",
-           "refresh_kernel", "refresh_model_kernel", "refresh_reason", "unsplit_refits"]
+           "refit_rows", "refresh_kernel", "refresh_model_kernel", "refresh_reason",
+           "unsplit_refits"]
 
 #: input rows kept for refitting a graph kernel (the refresh's landmarks)
 RESERVOIR_ROWS = 4096
@@ -276,15 +277,12 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
         fresh = _carry_into(unfitted.fit(new_rows, fit_k), new_rows, labels, fallback, k, dtype)
         return RefreshOutcome("fresh", fresh.kernel, np.ascontiguousarray(fresh.centers, dtype=dtype),
                               fresh.labels, old_features, fresh.features, {}, None)
-    candidates = {"carried": _Candidate(kernel, centers.centers, labels, old_features),
-                  "fresh": _carry_into(unfitted.fit(old_rows, fit_k), old_rows, labels, fallback,
-                                       k, dtype)}
+    candidates = {"carried": _Candidate(kernel, centers.centers, labels, old_features)}
     if kept is not None:
         candidates["kept"] = _carry_into(kept, old_rows, labels, fallback, k, dtype)
-    newest = old_rows[old_rows.shape[0] // 2:]
-    if newest.shape[0] > fit_k:
-        candidates["recent"] = _carry_into(unfitted.fit(newest, fit_k), old_rows, labels,
-                                           fallback, k, dtype)
+    for name, rows in refit_rows(old_rows, fit_k).items():
+        candidates[name] = _carry_into(unfitted.fit(rows, fit_k), old_rows, labels, fallback,
+                                       k, dtype)
     graph = mutual_knn_graph(np.ascontiguousarray(old_rows, dtype=np.float64))
     cuts = {name: normalized_cut(graph, c.labels, k) for name, c in candidates.items()}
     # the cut's resolution: one row moved across it changes it by about k / n
@@ -293,6 +291,16 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
     return RefreshOutcome(chosen, adopted.kernel, np.ascontiguousarray(adopted.centers, dtype=dtype),
                           adopted.labels, old_features, adopted.features, cuts,
                           None if runner_up is None else candidates[runner_up].kernel)
+
+
+def refit_rows(rows: np.ndarray, n_clusters: int) -> dict[str, np.ndarray]:
+    """The reservoir rows each refitted candidate is fitted on: ``"fresh"`` all of them,
+    ``"recent"`` the newest half (when it holds more than ``n_clusters`` rows)."""
+    out = {"fresh": rows}
+    newest = rows[rows.shape[0] // 2:]
+    if newest.shape[0] > n_clusters:
+        out["recent"] = newest
+    return out
 
 
 def choose_refit(cuts: dict[str, float], resolution: float) -> tuple[str, str | None]:

@@ -11,7 +11,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
 from streamkm.cluster._kernel_refresh import (CANDIDATES, RESERVOIR_ROWS, RowReservoir,
-                                              choose_refit, refresh_kernel, refresh_reason)
+                                              choose_refit, refit_rows, refresh_kernel,
+                                              refresh_reason, unsplit_refits)
 from streamkm.kernels import KernelSpec
 
 pytestmark = pytest.mark.unit
@@ -61,7 +62,8 @@ def test_every_refit_adopts_the_candidate_that_cuts_the_reservoir_graph_least() 
     for i, e in enumerate(refits):
         assert e["reason"] == "turnover" and e["n_rows"] == RESERVOIR_ROWS
         # the first refit has no runner-up of an earlier one to weigh
-        assert sorted(e["cuts"]) == (["carried", "fresh"] if i == 0 else sorted(CANDIDATES))
+        assert sorted(e["cuts"]) == (["carried", "fresh", "recent"] if i == 0
+                                     else sorted(CANDIDATES))
         cuts, chosen = e["cuts"], e["outcome"]
         assert (e["event"] == "kernel_kept") == (chosen == "carried")
         if chosen == "fresh":
@@ -112,6 +114,8 @@ def test_a_refit_that_cuts_as_little_as_the_current_kernel_is_adopted() -> None:
     ({"carried": 0.30, "fresh": 0.20, "kept": 0.05}, ("kept", "fresh")),
     ({"carried": 0.05, "fresh": 0.20, "kept": 0.05}, ("carried", "kept")),  # ties: order
     ({"fresh": 0.20}, ("fresh", None)),  # a re-sketch's only candidate
+    ({"carried": 0.30, "fresh": 0.20, "kept": 0.25, "recent": 0.05}, ("recent", "fresh")),
+    ({"carried": 0.05, "fresh": 0.20, "recent": 0.05}, ("carried", "recent")),
 ])
 def test_the_refit_choice_is_the_lowest_cut_with_ties_to_the_refit(cuts, expected) -> None:
     assert choose_refit(cuts, 1e-3) == expected
@@ -243,32 +247,55 @@ class _InputSplit(_Rejections):
         return self.found
 
 
-COOLED = DriftPolicyDefaults = 5 * BATCH  # cooldown_batches (5) batches of BATCH rows
-
-
-@pytest.mark.parametrize(("events", "rejected", "found", "since_fit", "expected"), [
-    ([], 0, 1, COOLED, "input_split"),
-    ([], 0, 1, RESERVOIR_ROWS, "input_split"),  # before the turnover it coincides with
-    ([], 0, None, COOLED, None),
-    ([], 0, None, RESERVOIR_ROWS, "turnover"),
-    ([], 0, 1, COOLED - 1, None),  # the kernel was fitted under cooldown_batches ago
-    ([{"event": "split"}], 0, 1, COOLED, "drift"),  # drift handling's own events first
-    ([], 1, 1, COOLED, "alarm"),
+@pytest.mark.parametrize(("events", "rejected", "found", "since_fit", "unsplit", "expected"), [
+    ([], 0, 1, 1, 0, "input_split"),
+    ([], 0, 1, RESERVOIR_ROWS, 2, "input_split"),  # before the turnover it coincides with
+    ([], 0, 1, 0, 0, None),  # the kernel was fitted on these very rows
+    ([], 0, None, 1, 0, None),
+    ([], 0, None, RESERVOIR_ROWS, 0, "turnover"),
+    ([], 0, 1, 1, 3, None),  # max_rejections refits in a row split nothing: paused ...
+    ([], 0, 1, RESERVOIR_ROWS, 3, "turnover"),  # ... until the turnover
+    ([{"event": "split"}], 0, 1, 1, 0, "drift"),  # drift handling's own events first
+    ([], 1, 1, 1, 0, "alarm"),
 ])
 def test_a_cluster_of_two_groups_in_the_input_rows_refits_the_kernel(
-        events, rejected, found, since_fit, expected) -> None:
-    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=since_fit)
+        events, rejected, found, since_fit, unsplit, expected) -> None:
+    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=since_fit,
+                             unsplit_refits=unsplit)
     drift = _InputSplit(rejected, found)
     rows, labels = np.zeros((BATCH, 2)), np.zeros(BATCH, dtype=np.int64)
     assert refresh_reason(reservoir, events, drift, rows, labels) == expected
     # the test on the input rows runs only when no earlier reason holds and it may refit
-    assert drift.tested == int(not events and not rejected and since_fit >= COOLED)
+    assert drift.tested == int(not events and not rejected and since_fit > 0 and unsplit < 3)
 
 
 def test_the_input_rows_are_not_tested_without_them() -> None:
-    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=COOLED)
+    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=1)
     drift = _InputSplit(0, 1)
     assert refresh_reason(reservoir, [], drift) is None and drift.tested == 0
+
+
+@pytest.mark.parametrize(("count", "reason", "events", "expected"), [
+    (1, "input_split", [{"event": "kernel_kept"}], 2),
+    (2, "input_split", [{"event": "kernel_refreshed"}, {"event": "split"}], 0),
+    (2, "input_split", [{"event": "kernel_refresh_failed"}], 3),
+    (2, "turnover", [{"event": "kernel_kept"}], 0),
+    (2, "drift", [{"event": "kernel_refreshed"}], 0),
+    (2, "alarm", [{"event": "kernel_refreshed"}, {"event": "split"}], 2),
+    (2, "resketch", [{"event": "kernel_refreshed"}], 2),
+])
+def test_input_split_refits_that_split_nothing_are_counted_until_a_turnover(
+        count, reason, events, expected) -> None:
+    assert unsplit_refits(count, reason, events) == expected
+
+
+def test_the_refits_are_fitted_on_the_whole_reservoir_and_on_its_newest_half() -> None:
+    rows = np.arange(20.0).reshape(10, 2)
+    got = refit_rows(rows, 2)
+    assert sorted(got) == ["fresh", "recent"]
+    np.testing.assert_array_equal(got["fresh"], rows)
+    np.testing.assert_array_equal(got["recent"], rows[5:])
+    assert sorted(refit_rows(rows[:4], 2)) == ["fresh"]  # 2 newest rows cannot fit 2 clusters
 
 
 def test_a_refit_for_two_groups_fits_the_kernel_for_one_more_cluster() -> None:
@@ -310,7 +337,7 @@ def _pulling_apart(seed: int, n_batches: int, start: int) -> list[np.ndarray]:
 def test_a_blob_pulling_apart_inside_a_graph_kernel_is_split_by_a_refit() -> None:
     model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0, drift={"k_max": 6},
                                   init_size=3 * BATCH)
-    batches = _pulling_apart(0, 24, start=8)
+    batches = _pulling_apart(0, 14, start=6)
     events = []
     for x in batches:
         events += list(model.step(x).events)
