@@ -11,6 +11,14 @@ re-sketching) and refits the kernel on them (:func:`refresh_kernel`):
 * ``"alarm"``: after a step in which drift handling rejected a split it was alarmed into
   (a cluster's spread grew, but its bisection in the current feature space did not pay):
   a kernel fitted on the recent rows may show the two groups the current one joins;
+* ``"input_split"``: after a step in which some cluster's batch rows fall into two groups in
+  the input space (:meth:`streamkm.drift.controller.DriftController.input_split`, drift
+  handling's split test on a linear bisection): a graph kernel maps each piece of its graph
+  to nearly one point, so a cluster pulling apart inside one piece does not widen in its
+  feature space and drift handling cannot see it. The refit fits the kernel for one more
+  cluster (the split it expects). After drift handling's ``max_rejections`` such refits in
+  a row that split nothing (``RowReservoir.unsplit_refits``) the test pauses until the
+  next turnover;
 * ``"resketch"``: at every re-sketch (the landmarks must live in the new sketch's space).
 
 A refresh moves the model into the new feature space without forgetting what it learned:
@@ -22,11 +30,13 @@ started from the carried centers, so each cluster keeps its position and id). Co
 stable cluster ids, the convergence monitor and the random generator carry over.
 
 A refit is a proposal, not an obligation. In the same feature space (not at a re-sketch)
-the model weighs three candidates, each with the partition of the reservoir it would
+the model weighs four candidates, each with the partition of the reservoir it would
 continue from:
 
 * ``"carried"``: the current kernel and centers (the partition the model has now);
 * ``"fresh"``: the kernel refitted on the reservoir, centers carried over as above;
+* ``"recent"``: the kernel refitted on the newest half of the reservoir (a shape that moves
+  blurs half as much over it), centers carried over the same way;
 * ``"kept"``: the runner-up of the previous refit (the best candidate it did not adopt),
   centers carried over the same way;
 
@@ -38,9 +48,9 @@ the cut's resolution, one row's share (k / n, :func:`streamkm.kernels._decision.
 refit that cuts a shape the current kernel follows is not adopted. The runner-up is kept
 (fitted, in the model state) for the next refit. With drift handling every refit but a
 ``"drift"`` one ends with drift handling's review of every cluster in the adopted space
-(the cut at k clusters does not see two groups one cluster holds). Its cost is one fit of
-the kernel on the reservoir, the graph, and preparing the reservoir rows once per
-candidate.
+(the cut at k clusters does not see two groups one cluster holds). Its cost is two fits of
+the kernel (on the reservoir and on its newest half), the graph, and preparing the
+reservoir rows once per candidate.
 """
 
 from __future__ import annotations

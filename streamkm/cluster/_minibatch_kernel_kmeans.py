@@ -74,9 +74,11 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         the k connected pieces of the data's densest rows); graph kernels are fitted on
         landmark rows (all of X in :meth:`fit`; in streaming the initialisation sample,
         then refitted on the 4,096 most recent rows each time that many have arrived,
-        after a drift split or merge or a split drift handling rejected, and at a
-        re-sketch; a refit is adopted unless the current kernel or the previous refit's
-        runner-up cuts the recent rows' graph less: a ``kernel_refreshed`` or
+        after a drift split or merge or a split drift handling rejected, when a
+        cluster's input rows fall into two groups (drift handling on), and at a
+        re-sketch; a refit is adopted unless the current kernel, the kernel fitted on the
+        newest half of those rows or the previous refit's runner-up cuts the recent rows'
+        graph less: a ``kernel_refreshed`` or
         ``kernel_kept`` event; see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
