@@ -63,6 +63,7 @@ from streamkm.drift.birth import (
 from streamkm.drift.merge import MergeChoice, most_redundant_pair, smallest_ward_pair
 from streamkm.drift.monitor import SpreadMonitor
 from streamkm.drift.policy import DriftPolicy
+from streamkm.drift.principal_split import principal_split
 from streamkm.drift.reservoir import RecentRows
 from streamkm.kernels import KernelSpec
 
@@ -364,8 +365,9 @@ class DriftController:
     def input_split(self, rows: np.ndarray, labels: np.ndarray) -> int | None:
         """The first cluster whose rows of this batch fall into two groups in the input space,
         or None: the policy's split test (``min_sse_reduction``, ``min_side_fraction``) on a
-        bisection with the linear kernel of its newest ``reservoir_size`` input ``rows``
-        (those whose ``labels`` is its position), when at least ``min_reservoir`` of them.
+        bisection (:func:`~streamkm.drift.principal_split.principal_split`, at most
+        ``max_iter`` Lloyd iterations) of its newest ``reservoir_size`` input ``rows`` (those
+        whose ``labels`` is its position), when at least ``min_reservoir`` of them.
 
         A graph kernel maps each piece of its graph to nearly one point of its feature
         space, so a cluster pulling apart inside one piece does not widen there and the
@@ -378,11 +380,9 @@ class DriftController:
             n = mine.shape[0]
             if n < policy.min_reservoir:
                 continue
-            result = kernel_bisect(np.ascontiguousarray(mine, dtype=np.float64),
-                                   n_pairs=policy.n_pairs, max_iter=policy.max_iter,
-                                   seeding=policy.seeding, random_state=self.rng)
-            smaller = min(int(result.labels.sum()), n - int(result.labels.sum()))
-            if (result.sse_reduction >= policy.min_sse_reduction
+            side, reduction = principal_split(mine, policy.max_iter)
+            smaller = min(int(side.sum()), n - int(side.sum()))
+            if (reduction >= policy.min_sse_reduction
                     and smaller >= policy.min_side_fraction * n and smaller > 0):
                 return j
         return None
