@@ -8,6 +8,7 @@ import pytest
 
 from streamkm.drift import DriftPolicy
 from streamkm.drift.controller import DriftController
+from streamkm.drift.principal_split import principal_split
 
 pytestmark = pytest.mark.unit
 
@@ -68,3 +69,40 @@ def test_only_the_newest_reservoir_size_rows_of_a_cluster_count() -> None:
                                                        labels) is None
     # a round blob, then two groups: the newest 200 rows are the two groups
     assert _controller(reservoir_size=200).input_split(np.concatenate([one, two]), labels) == 0
+
+
+def _reference_reduction(rows: np.ndarray, side: np.ndarray) -> float:
+    """1 - SSE of the sides / SSE of the rows, by plain sums."""
+    def sse(part: np.ndarray) -> float:
+        return float(((part - part.mean(axis=0)) ** 2).sum()) if len(part) else 0.0
+    return 1.0 - (sse(rows[side == 0]) + sse(rows[side == 1])) / sse(rows)
+
+
+def test_the_principal_split_separates_two_groups_and_reports_its_sse_reduction() -> None:
+    rng = np.random.default_rng(6)
+    rows = np.concatenate([_blob(rng, 80, (0.0, 3.0)), _blob(rng, 120, (0.0, -3.0))])
+    side, reduction = principal_split(rows, 50)
+    truth = np.repeat([0, 1], [80, 120])
+    assert abs(np.corrcoef(side, truth)[0, 1]) == pytest.approx(1.0)
+    assert reduction == pytest.approx(_reference_reduction(rows, side))
+    assert reduction > 0.95
+
+
+def test_the_principal_split_settles_by_lloyd_iterations() -> None:
+    # an elongated group and a small far one: the principal axis's split at the mean cuts
+    # the long group; Lloyd iterations move its far end back
+    rng = np.random.default_rng(7)
+    long = np.c_[rng.uniform(-4.0, 4.0, 300), rng.normal(0.0, 0.1, 300)]
+    far = _blob(rng, 60, (12.0, 0.0))
+    rows = np.concatenate([long, far])
+    side, reduction = principal_split(rows, 50)
+    first, _ = principal_split(rows, 0)
+    assert reduction == pytest.approx(_reference_reduction(rows, side))
+    assert reduction >= _reference_reduction(rows, first) - 1e-12
+    assert len(set(side[:300])) == 1 and len(set(side[300:])) == 1 and side[0] != side[-1]
+
+
+@pytest.mark.parametrize("rows", [np.ones((5, 2)), np.zeros((1, 3))])
+def test_rows_that_do_not_spread_are_not_split(rows: np.ndarray) -> None:
+    side, reduction = principal_split(rows, 50)
+    assert reduction == 0.0 and not side.any()
