@@ -62,6 +62,7 @@ import numpy as np
 
 from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, stack_rows
 from streamkm.cluster._centers import ExplicitCenters, sq_norms
+from streamkm.drift.principal_split import principal_split
 from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels import KernelSpec
 from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
@@ -264,14 +265,18 @@ def _carry_into(fitted: KernelSpec, rows: np.ndarray, labels: np.ndarray, fallba
 
 def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.ndarray,
                    new_rows: np.ndarray | None = None, kept: KernelSpec | None = None,
-                   fit_clusters: int | None = None) -> RefreshOutcome:
+                   fit_clusters: int | None = None, split_cluster: int | None = None
+                   ) -> RefreshOutcome:
     """Refit ``kernel`` on the reservoir and adopt the candidate that cuts least (module
     docstring).
 
     ``old_rows`` are the reservoir's input rows in the space the kernel was fitted in;
     ``new_rows`` the same rows in the space the new kernel is fitted in (a new sketch's
     features: then the fresh refit is adopted, the only candidate in that space);
-    ``kept`` the previous refit's runner-up (fitted in the space of ``old_rows``).
+    ``kept`` the previous refit's runner-up (fitted in the space of ``old_rows``);
+    ``split_cluster`` the position of a cluster whose input rows fall into two groups (a
+    refit for more clusters than the model has, ``fit_clusters`` > k): the candidates are
+    then compared with that cluster split (:func:`split_partition`).
     """
     dtype = centers.dtype
     old_features = kernel.prepare(old_rows)
@@ -287,20 +292,63 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
         fresh = _carry_into(unfitted.fit(new_rows, fit_k), new_rows, labels, fallback, k, dtype)
         return RefreshOutcome("fresh", fresh.kernel, np.ascontiguousarray(fresh.centers, dtype=dtype),
                               fresh.labels, old_features, fresh.features, {}, None)
-    candidates = {"carried": _Candidate(kernel, centers.centers, labels, old_features)}
+    carried = _Candidate(kernel, centers.centers, labels, old_features)
+    split = None
+    if fit_k > k and split_cluster is not None:
+        split = split_partition(old_rows, labels, fallback, split_cluster)
+    # the candidates' partitions start from the model's, with the cluster of two groups
+    # split when there is one (then each has k + 1 clusters)
+    start, start_fallback = (labels, fallback) if split is None else split[:2]
+    n_parts = start_fallback.shape[0]
+    candidates = {"carried": carried if split is None else
+                  _Candidate(kernel, centers.centers, start, old_features)}
     if kept is not None:
-        candidates["kept"] = _carry_into(kept, old_rows, labels, fallback, k, dtype)
+        candidates["kept"] = _carry_into(kept, old_rows, start, start_fallback, n_parts, dtype)
     for name, rows in refit_rows(old_rows, fit_k).items():
-        candidates[name] = _carry_into(unfitted.fit(rows, fit_k), old_rows, labels, fallback,
-                                       k, dtype)
+        candidates[name] = _carry_into(unfitted.fit(rows, fit_k), old_rows, start,
+                                       start_fallback, n_parts, dtype)
     graph = mutual_knn_graph(np.ascontiguousarray(old_rows, dtype=np.float64))
-    cuts = {name: normalized_cut(graph, c.labels, k) for name, c in candidates.items()}
+    cuts = {name: normalized_cut(graph, c.labels, n_parts) for name, c in candidates.items()}
     # the cut's resolution: one row moved across it changes it by about k / n
-    chosen, runner_up = choose_refit(cuts, k / old_rows.shape[0])
-    adopted = candidates[chosen]
+    chosen, runner_up = choose_refit(cuts, n_parts / old_rows.shape[0])
+    adopted = carried if chosen == "carried" else candidates[chosen]
+    if split is not None and chosen != "carried":
+        adopted = _rejoin(adopted, split[2], k)
     return RefreshOutcome(chosen, adopted.kernel, np.ascontiguousarray(adopted.centers, dtype=dtype),
                           adopted.labels, old_features, adopted.features, cuts,
                           None if runner_up is None else candidates[runner_up].kernel)
+
+
+def split_partition(rows: np.ndarray, labels: np.ndarray, fallback: np.ndarray,
+                    cluster: int | None) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The partition ``labels`` (k clusters) of the reservoir ``rows`` with ``cluster``'s
+    rows split in two by :func:`~streamkm.drift.principal_split.principal_split` of their
+    input rows (the second group becomes cluster k), the row each of the k + 1 clusters
+    starts from when it holds none (``fallback`` extended), and ``cluster``; None when there
+    is no such cluster or its rows do not split."""
+    if cluster is None:
+        return None
+    k = fallback.shape[0]
+    mine = np.flatnonzero(labels == cluster)
+    if mine.shape[0] < 2:
+        return None
+    side, _ = principal_split(rows[mine], REFINE_ITERATIONS)
+    if side.min() == side.max():
+        return None
+    out = labels.copy()
+    out[mine[side == 1]] = k
+    return out, np.append(fallback, mine[side == 1][0]), int(cluster)
+
+
+def _rejoin(candidate: _Candidate, split_cluster: int, k: int) -> _Candidate:
+    """A candidate compared with one cluster split (k + 1 clusters) as the model's k: the
+    second group's rows back in ``split_cluster``, each center the mean of its rows' features
+    (a cluster that holds none keeps its center). Drift handling's review then decides the
+    split in the adopted feature space."""
+    labels = np.where(candidate.labels == k, split_cluster, candidate.labels).astype(np.int64)
+    centers = _cluster_means(candidate.features.astype(np.float64), labels, k, fallback=None,
+                             keep=candidate.centers[:k])
+    return _Candidate(candidate.kernel, centers, labels, candidate.features)
 
 
 def refit_rows(rows: np.ndarray, n_clusters: int) -> dict[str, np.ndarray]:
@@ -352,8 +400,8 @@ def _fit_clusters(reason: str, n_clusters: int) -> int:
     return n_clusters + 1 if reason == "input_split" else n_clusters
 
 
-def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = None
-                         ) -> list[dict[str, Any]]:
+def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = None,
+                         split_cluster: int | None = None) -> list[dict[str, Any]]:
     """Refit ``model``'s graph kernel on its reservoir (or on ``new_rows``, the reservoir's rows
     in a new sketch) and adopt the candidate that cuts least (module docstring). When a new
     kernel is adopted the centers and the drift windows move into its feature space, where
@@ -371,7 +419,8 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
     try:
         outcome = refresh_kernel(old_kernel, model._centers, reservoir.rows, new_rows,
                                  None if new_rows is not None else reservoir.kept,
-                                 _fit_clusters(reason, model._centers.n_clusters))
+                                 _fit_clusters(reason, model._centers.n_clusters),
+                                 split_cluster if reason == "input_split" else None)
     except NoLevelSetError as exc:
         if new_rows is not None:
             raise

@@ -543,15 +543,18 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
                                 x, report.labels)
         if reason is None:
             return report
-        events = self._refresh_kernel(reason)
+        # the cluster of two groups an input-split refit is compared with split
+        split = self._drift.input_split(x, report.labels) if reason == "input_split" else None
+        events = self._refresh_kernel(reason, split_cluster=split)
         return dataclasses.replace(report, events=report.events + tuple(events))
 
-    def _refresh_kernel(self, reason: str, new_rows: np.ndarray | None = None
-                        ) -> list[dict[str, Any]]:
+    def _refresh_kernel(self, reason: str, new_rows: np.ndarray | None = None,
+                        split_cluster: int | None = None) -> list[dict[str, Any]]:
         """Refit the graph kernel on the reservoir and move the centers and the drift
         windows into its feature space, where drift handling reviews every cluster once;
-        the ``kernel_refreshed`` event and the splits it led to."""
-        events = refresh_model_kernel(self, reason, new_rows)
+        the ``kernel_refreshed`` event and the splits it led to (``split_cluster``: the
+        cluster of two groups an input-split refit compares its candidates with split)."""
+        events = refresh_model_kernel(self, reason, new_rows, split_cluster)
         self._novelty_buffers().forget_rebuilt(events)
         return events
 

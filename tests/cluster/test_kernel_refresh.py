@@ -345,3 +345,83 @@ def test_a_blob_pulling_apart_inside_a_graph_kernel_is_split_by_a_refit() -> Non
     splits = [e for e in events if e["event"] == "split"]
     assert "input_split" in reasons
     assert splits and model.n_clusters_ == 4
+
+
+def test_a_cluster_of_two_groups_is_split_along_its_input_rows() -> None:
+    from streamkm.cluster._kernel_refresh import split_partition
+
+    rng = np.random.default_rng(0)
+    rows = np.concatenate([rng.normal(0.0, 0.1, (20, 2)), rng.normal(0.0, 0.1, (10, 2)) + [3, 0],
+                           rng.normal(0.0, 0.1, (10, 2)) + [-3, 0]])
+    labels = np.r_[np.zeros(20, np.int64), np.ones(20, np.int64)]  # cluster 1: two groups
+    fallback = np.array([0, 20])
+    out, starts, cluster = split_partition(rows, labels, fallback, 1)
+    assert cluster == 1
+    np.testing.assert_array_equal(out[:20], 0)  # the other cluster is untouched
+    # the two groups of cluster 1, one of them now cluster 2 (= k)
+    assert {tuple(np.unique(out[20:30])), tuple(np.unique(out[30:]))} == {(1,), (2,)}
+    np.testing.assert_array_equal(starts[:2], fallback)
+    assert out[starts[2]] == 2  # the new cluster starts from one of its rows
+
+
+def test_no_cluster_or_one_that_does_not_spread_is_not_split() -> None:
+    from streamkm.cluster._kernel_refresh import split_partition
+
+    rows = np.r_[np.zeros((5, 2)), np.ones((5, 2))]
+    labels = np.r_[np.zeros(5, np.int64), np.ones(5, np.int64)]
+    fallback = np.array([0, 5])
+    assert split_partition(rows, labels, fallback, None) is None
+    assert split_partition(rows, labels, fallback, 0) is None  # five equal rows
+    one = np.r_[np.zeros(9, np.int64), np.ones(1, np.int64)]
+    assert split_partition(rows, one, fallback, 1) is None  # a single row
+
+
+def test_a_candidate_compared_split_is_adopted_with_its_groups_together_again() -> None:
+    from streamkm.cluster._kernel_refresh import _Candidate, _rejoin
+
+    features = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 4.0], [0.0, 6.0]])
+    candidate = _Candidate(KernelSpec("anchor"), np.array([[1.0, 0.0], [9.0, 9.0], [0.0, 5.0]]),
+                           np.array([0, 0, 2, 2]), features)
+    got = _rejoin(candidate, 1, 2)
+    np.testing.assert_array_equal(got.labels, [0, 0, 1, 1])
+    np.testing.assert_allclose(got.centers, [[1.0, 0.0], [0.0, 5.0]])
+    # a cluster none of whose rows is left keeps its center
+    empty = _Candidate(candidate.kernel, candidate.centers, np.array([0, 0, 0, 0]), features)
+    np.testing.assert_allclose(_rejoin(empty, 1, 2).centers, [[0.5, 2.5], [9.0, 9.0]])
+
+
+def _moons_and_two_groups(seed: int) -> tuple[MiniBatchKernelKMeans, np.ndarray]:
+    """A 3-cluster anchor model fitted on two moons and a round blob, and rows where the
+    blob's halves have moved 1.5 apart (one group of rows for the model's blob cluster)."""
+    rng = np.random.default_rng(seed)
+    moons = np.concatenate([b[0] for b in moving_moons(seed, 2, shift_per_batch=0.0)])
+    blob = rng.normal(0.0, 0.25, (512, 2)) + [4.0, 0.0]
+    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0).fit(np.r_[moons, blob])
+    halves = blob + np.where(rng.random(512) < 0.5, -0.75, 0.75)[:, None] * [0.0, 1.0]
+    return model, np.r_[moons, halves]
+
+
+def test_an_input_split_refit_compares_its_candidates_with_the_cluster_split() -> None:
+    from streamkm.cluster._kernel_refresh import split_partition
+    from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
+
+    model, rows = _moons_and_two_groups(0)
+    blob = int(np.bincount(model.predict(rows[-512:])).argmax())
+    got = refresh_kernel(model._kernel_spec, model._centers, rows, fit_clusters=4,
+                         split_cluster=blob)
+    labels = model.predict(rows)
+    split, _, _ = split_partition(rows, labels, np.zeros(3, np.int64), blob)
+    graph = mutual_knn_graph(rows.astype(np.float64))
+    # the carried partition is cut with the blob's cluster split: k + 1 clusters
+    assert got.cuts["carried"] == pytest.approx(normalized_cut(graph, split, 4))
+    assert got.cuts["carried"] != pytest.approx(normalized_cut(graph, labels, 3))
+    # whichever is adopted continues with the model's k clusters
+    assert got.centers.shape[0] == 3 and got.labels.max() == 2
+    assert adjusted_rand_score(labels, got.labels) == 1.0
+
+
+def test_a_split_cluster_is_ignored_by_a_refit_for_the_model_s_clusters() -> None:
+    model, rows = _moons_and_two_groups(1)
+    plain = refresh_kernel(model._kernel_spec, model._centers, rows)
+    named = refresh_kernel(model._kernel_spec, model._centers, rows, split_cluster=0)
+    assert named.cuts == plain.cuts and named.outcome == plain.outcome
