@@ -16,9 +16,11 @@ re-sketching) and refits the kernel on them (:func:`refresh_kernel`):
   handling's split test on a linear bisection): a graph kernel maps each piece of its graph
   to nearly one point, so a cluster pulling apart inside one piece does not widen in its
   feature space and drift handling cannot see it. The refit fits the kernel for one more
-  cluster (the split it expects). After drift handling's ``max_rejections`` such refits in
-  a row that split nothing (``RowReservoir.unsplit_refits``) the test pauses until the
-  next turnover;
+  cluster (the split it expects) and compares its candidates with that cluster split
+  (:func:`split_partition`: at k clusters a kernel that separates the two groups has to give
+  a shape's rows to another cluster, and the cut would keep the current kernel). After
+  drift handling's ``max_rejections`` such refits in a row that split nothing
+  (``RowReservoir.unsplit_refits``) the test pauses until the next turnover;
 * ``"resketch"``: at every re-sketch (the landmarks must live in the new sketch's space).
 
 A refresh moves the model into the new feature space without forgetting what it learned:
