@@ -390,22 +390,25 @@ def test_a_candidate_compared_split_is_adopted_with_its_groups_together_again() 
     np.testing.assert_allclose(_rejoin(empty, 1, 2).centers, [[0.5, 2.5], [9.0, 9.0]])
 
 
-def _moons_and_two_groups(seed: int) -> tuple[MiniBatchKernelKMeans, np.ndarray]:
+def _moons_and_two_groups(seed: int, dtype: type = np.float64
+                          ) -> tuple[MiniBatchKernelKMeans, np.ndarray]:
     """A 3-cluster anchor model fitted on two moons and a round blob, and rows where the
     blob's halves have moved 1.5 apart (one group of rows for the model's blob cluster)."""
     rng = np.random.default_rng(seed)
     moons = np.concatenate([b[0] for b in moving_moons(seed, 2, shift_per_batch=0.0)])
     blob = rng.normal(0.0, 0.25, (512, 2)) + [4.0, 0.0]
-    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0).fit(np.r_[moons, blob])
+    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0).fit(
+        np.r_[moons, blob].astype(dtype))
     halves = blob + np.where(rng.random(512) < 0.5, -0.75, 0.75)[:, None] * [0.0, 1.0]
-    return model, np.r_[moons, halves]
+    return model, np.r_[moons, halves].astype(dtype)
 
 
-def test_an_input_split_refit_compares_its_candidates_with_the_cluster_split() -> None:
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_an_input_split_refit_compares_its_candidates_with_the_cluster_split(dtype) -> None:
     from streamkm.cluster._kernel_refresh import split_partition
     from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
 
-    model, rows = _moons_and_two_groups(0)
+    model, rows = _moons_and_two_groups(0, dtype)
     blob = int(np.bincount(model.predict(rows[-512:])).argmax())
     got = refresh_kernel(model._kernel_spec, model._centers, rows, fit_clusters=4,
                          split_cluster=blob)
@@ -417,6 +420,7 @@ def test_an_input_split_refit_compares_its_candidates_with_the_cluster_split() -
     assert got.cuts["carried"] != pytest.approx(normalized_cut(graph, labels, 3))
     # whichever is adopted continues with the model's k clusters
     assert got.centers.shape[0] == 3 and got.labels.max() == 2
+    assert got.centers.dtype == dtype
     assert adjusted_rand_score(labels, got.labels) == 1.0
 
 
