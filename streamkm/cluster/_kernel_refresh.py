@@ -453,6 +453,8 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
         splits, model.counts_ = drift.review(int(model.n_steps_), model._centers,
                                             model.counts_, model._kernel_spec)
         events += splits
+        if splits:  # the runner-up was weighed for the partition before the split
+            reservoir.kept = None
     reservoir.unsplit_refits = unsplit_refits(reservoir.unsplit_refits, reason, events)
     return events
 

@@ -429,3 +429,20 @@ def test_a_split_cluster_is_ignored_by_a_refit_for_the_model_s_clusters() -> Non
     plain = refresh_kernel(model._kernel_spec, model._centers, rows)
     named = refresh_kernel(model._kernel_spec, model._centers, rows, split_cluster=0)
     assert named.cuts == plain.cuts and named.outcome == plain.outcome
+
+
+def test_a_refit_whose_review_splits_a_cluster_keeps_no_runner_up() -> None:
+    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0, drift={"k_max": 6},
+                                  init_size=3 * BATCH)
+    kept_before_split = []
+    for x in _pulling_apart(0, 14, start=6):
+        events = model.step(x).events
+        refit = [e for e in events if e["event"] in ("kernel_refreshed", "kernel_kept")]
+        if refit:
+            split = any(e["event"] == "split" and e.get("cause") == "kernel_refreshed"
+                        for e in events)
+            kept_before_split.append((split, model._reservoir.kept is None))
+    # the runner-up was weighed for the partition before the split: dropped with it
+    assert any(split for split, _ in kept_before_split)
+    assert all(dropped for split, dropped in kept_before_split if split)
+    assert not all(dropped for split, dropped in kept_before_split if not split)
