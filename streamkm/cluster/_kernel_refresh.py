@@ -48,9 +48,10 @@ one graph for every candidate: the criterion of ``gamma="auto"``). The fresh ref
 on the rows the model sees now) is adopted unless another candidate cuts less by more than
 the cut's resolution, one row's share (k / n, :func:`streamkm.kernels._decision.decide`): a
 refit that cuts a shape the current kernel follows is not adopted. The runner-up is kept
-(fitted, in the model state) for the next refit. With drift handling every refit but a
-``"drift"`` one ends with drift handling's review of every cluster in the adopted space
-(the cut at k clusters does not see two groups one cluster holds). Its cost is two fits of
+(fitted, in the model state) for the next refit, unless the refit's review splits a
+cluster (it was weighed for the partition before the split). With drift handling every
+refit but a ``"drift"`` one ends with drift handling's review of every cluster in the
+adopted space (the cut at k clusters does not see two groups one cluster holds). Its cost is two fits of
 the kernel (on the reservoir and on its newest half), the graph, and preparing the
 reservoir rows once per candidate.
 """
