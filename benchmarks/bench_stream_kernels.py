@@ -25,7 +25,7 @@ Sections (``--sections``, default all):
 kernel fitted on the reservoir (no kept runner-up).
 
 Usage: ``python benchmarks/bench_stream_kernels.py [--seeds 5] [--sections drifting,stationary]
-[--data dev|suite] [--adopt-every-refit]``
+[--data dev|suite] [--streams demo,rotating] [--adopt-every-refit]``
 """
 
 from __future__ import annotations
@@ -106,13 +106,17 @@ def windowed_ari(draw, n_records: int, n_clusters: int, seed: int
     return out, model.kernel_.name
 
 
-def section_drifting(seeds: int) -> None:
+#: the drifting streams: name -> (generator factory of a seed, k, records per run)
+STREAMS = {"demo": ("demo generator", _demo_draw, 4, 60_000),
+           "rotating": ("rotating moons + moving rings", lambda s: RotatingMoonsRings(s).draw,
+                        4, 60_000)}
+
+
+def section_drifting(seeds: int, streams: tuple[str, ...] = tuple(STREAMS)) -> None:
     print("## drifting streams: windowed ARI with drift handling on (gamma='auto')\n")
     print("| stream | seed | kernel | windows | median (min) | >= 0.95 | outside split: median (min) | >= 0.95 |")
     print("|---|---|---|---|---|---|---|---|")
-    for name, make, k, n in (("demo generator", _demo_draw, 4, 60_000),
-                             ("rotating moons + moving rings", lambda s: RotatingMoonsRings(s).draw,
-                              4, 60_000)):
+    for name, make, k, n in (STREAMS[s] for s in streams):
         for seed in range(seeds):
             wins, kernel = windowed_ari(make(seed), n, k, seed)
             ari = np.array([a for _, a in wins])
@@ -179,6 +183,8 @@ def main() -> None:
     parser.add_argument("--data", choices=("dev", "suite"), default="dev",
                         help="stationary section: the four sets with graph-kernel gains, or "
                              "the whole real suite of bench_quality.py")
+    parser.add_argument("--streams", default=",".join(STREAMS),
+                        help="drifting section: the streams to run (comma-separated)")
     parser.add_argument("--adopt-every-refit", action="store_true",
                         help="ablation: every refit adopts the fresh kernel (no choice by "
                              "the cut)")
@@ -195,7 +201,7 @@ def main() -> None:
         if section == "stationary":
             section_stationary(args.seeds, args.data)
         else:
-            {"drifting": section_drifting}[section](args.seeds)
+            {"drifting": section_drifting}[section](args.seeds, tuple(args.streams.split(",")))
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

@@ -11,6 +11,16 @@ re-sketching) and refits the kernel on them (:func:`refresh_kernel`):
 * ``"alarm"``: after a step in which drift handling rejected a split it was alarmed into
   (a cluster's spread grew, but its bisection in the current feature space did not pay):
   a kernel fitted on the recent rows may show the two groups the current one joins;
+* ``"input_split"``: after a step in which some cluster's batch rows fall into two groups in
+  the input space (:meth:`streamkm.drift.controller.DriftController.input_split`, drift
+  handling's split test on a linear bisection): a graph kernel maps each piece of its graph
+  to nearly one point, so a cluster pulling apart inside one piece does not widen in its
+  feature space and drift handling cannot see it. The refit fits the kernel for one more
+  cluster (the split it expects) and compares its candidates with that cluster split
+  (:func:`split_partition`: at k clusters a kernel that separates the two groups has to give
+  a shape's rows to another cluster, and the cut would keep the current kernel). After
+  drift handling's ``max_rejections`` such refits in a row that split nothing
+  (``RowReservoir.unsplit_refits``) the test pauses until the next turnover;
 * ``"resketch"``: at every re-sketch (the landmarks must live in the new sketch's space).
 
 A refresh moves the model into the new feature space without forgetting what it learned:
@@ -22,11 +32,13 @@ started from the carried centers, so each cluster keeps its position and id). Co
 stable cluster ids, the convergence monitor and the random generator carry over.
 
 A refit is a proposal, not an obligation. In the same feature space (not at a re-sketch)
-the model weighs three candidates, each with the partition of the reservoir it would
+the model weighs four candidates, each with the partition of the reservoir it would
 continue from:
 
 * ``"carried"``: the current kernel and centers (the partition the model has now);
 * ``"fresh"``: the kernel refitted on the reservoir, centers carried over as above;
+* ``"recent"``: the kernel refitted on the newest half of the reservoir (a shape that moves
+  blurs half as much over it), centers carried over the same way;
 * ``"kept"``: the runner-up of the previous refit (the best candidate it did not adopt),
   centers carried over the same way;
 
@@ -36,11 +48,12 @@ one graph for every candidate: the criterion of ``gamma="auto"``). The fresh ref
 on the rows the model sees now) is adopted unless another candidate cuts less by more than
 the cut's resolution, one row's share (k / n, :func:`streamkm.kernels._decision.decide`): a
 refit that cuts a shape the current kernel follows is not adopted. The runner-up is kept
-(fitted, in the model state) for the next refit. With drift handling every refit but a
-``"drift"`` one ends with drift handling's review of every cluster in the adopted space
-(the cut at k clusters does not see two groups one cluster holds). Its cost is one fit of
-the kernel on the reservoir, the graph, and preparing the reservoir rows once per
-candidate.
+(fitted, in the model state) for the next refit, unless the refit's review splits a
+cluster (it was weighed for the partition before the split). With drift handling every
+refit but a ``"drift"`` one ends with drift handling's review of every cluster in the
+adopted space (the cut at k clusters does not see two groups one cluster holds). Its cost is two fits of
+the kernel (on the reservoir and on its newest half), the graph, and preparing the
+reservoir rows once per candidate.
 """
 
 from __future__ import annotations
@@ -52,13 +65,15 @@ import numpy as np
 
 from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, stack_rows
 from streamkm.cluster._centers import ExplicitCenters, sq_norms
+from streamkm.drift.principal_split import principal_split
 from streamkm.exceptions import NoLevelSetError
 from streamkm.kernels import KernelSpec
 from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
 from streamkm.kernels._decision import decide
 
 __all__ = ["CANDIDATES", "RESERVOIR_ROWS", "RefreshOutcome", "RowReservoir", "choose_refit",
-           "refresh_kernel", "refresh_model_kernel", "refresh_reason"]
+           "refit_rows", "refresh_kernel", "refresh_model_kernel", "refresh_reason",
+           "unsplit_refits"]
 
 #: input rows kept for refitting a graph kernel (the refresh's landmarks)
 RESERVOIR_ROWS = 4096
@@ -67,7 +82,7 @@ _PREFIX = "kernel_reservoir_"
 #: centers (fewer when the assignment stops changing)
 REFINE_ITERATIONS = 20
 #: the candidates of a refit; ties go to the fresh refit, then in this order
-CANDIDATES = ("carried", "fresh", "kept")
+CANDIDATES = ("carried", "fresh", "kept", "recent")
 _KEPT = _PREFIX + "kept_"
 
 
@@ -97,11 +112,15 @@ class RowReservoir:
         The runner-up kernel of the last refit (fitted), a candidate of the next one.
     rejected_seen : int
         Splits drift handling had rejected when the reservoir last looked (``"alarm"``).
+    unsplit_refits : int
+        ``"input_split"`` refits in a row that led to no split (the test on the input rows
+        pauses at drift handling's ``max_rejections`` until the next turnover).
     """
 
     def __init__(self, capacity: int, rows: np.ndarray, raw: RawRows | None = None, *,
                  rows_since_fit: int = 0, n_refreshes: int = 0, n_kept: int = 0,
-                 kept: KernelSpec | None = None, rejected_seen: int = 0) -> None:
+                 kept: KernelSpec | None = None, rejected_seen: int = 0,
+                 unsplit_refits: int = 0) -> None:
         self.capacity = int(capacity)
         self.rows = np.ascontiguousarray(_tail(rows, self.capacity))
         self.raw = None if raw is None else _tail(raw, self.capacity)
@@ -110,6 +129,7 @@ class RowReservoir:
         self.n_kept = int(n_kept)
         self.kept = kept
         self.rejected_seen = int(rejected_seen)
+        self.unsplit_refits = int(unsplit_refits)
 
     def add(self, rows: np.ndarray, raw: RawRows | None) -> None:
         """Append a batch's input rows (and raw rows), dropping the oldest beyond capacity."""
@@ -131,7 +151,8 @@ class RowReservoir:
             arrays.update(raw_to_arrays(self.raw, _PREFIX + "raw"))
         meta = {"capacity": self.capacity, "rows_since_fit": self.rows_since_fit,
                 "n_refreshes": self.n_refreshes, "n_kept": self.n_kept,
-                "rejected_seen": self.rejected_seen, "keeps_raw": self.raw is not None,
+                "rejected_seen": self.rejected_seen, "unsplit_refits": self.unsplit_refits,
+                "keeps_raw": self.raw is not None,
                 "kept": None}
         if self.kept is not None:
             kept_arrays, kept_fitted = self.kept.to_arrays()
@@ -159,13 +180,17 @@ class RowReservoir:
                                  "is not a fitted graph kernel")
         return cls(int(meta["capacity"]), rows, raw, rows_since_fit=int(meta["rows_since_fit"]),
                    n_refreshes=int(meta["n_refreshes"]), n_kept=int(meta.get("n_kept", 0)),
-                   kept=kept, rejected_seen=int(meta.get("rejected_seen", 0)))
+                   kept=kept, rejected_seen=int(meta.get("rejected_seen", 0)),
+                   unsplit_refits=int(meta.get("unsplit_refits", 0)))
 
 
 def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]],
-                   drift: Any = None) -> str | None:
+                   drift: Any = None, rows: np.ndarray | None = None,
+                   labels: np.ndarray | None = None) -> str | None:
     """Why the kernel is refitted after this step (module docstring), or None; ``drift``:
-    the model's drift controller (its count of rejected splits), None without one."""
+    the model's drift controller (its count of rejected splits, its split test), None
+    without one; ``rows`` / ``labels``: the step's input rows and their cluster positions
+    (``"input_split"`` is tested only with them and a controller)."""
     alarmed = drift is not None and drift.n_rejected > reservoir.rejected_seen
     if drift is not None:
         reservoir.rejected_seen = int(drift.n_rejected)
@@ -173,6 +198,11 @@ def refresh_reason(reservoir: RowReservoir, drift_events: list[dict[str, Any]],
         return "drift"
     if alarmed and reservoir.rows_since_fit > 0:
         return "alarm"
+    if (drift is not None and rows is not None and labels is not None
+            and reservoir.rows_since_fit > 0
+            and reservoir.unsplit_refits < drift.policy.max_rejections
+            and drift.input_split(rows, labels) is not None):
+        return "input_split"
     if reservoir.turned_over:
         return "turnover"
     return None
@@ -237,7 +267,8 @@ def _carry_into(fitted: KernelSpec, rows: np.ndarray, labels: np.ndarray, fallba
 
 
 def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.ndarray,
-                   new_rows: np.ndarray | None = None, kept: KernelSpec | None = None
+                   new_rows: np.ndarray | None = None, kept: KernelSpec | None = None,
+                   fit_clusters: int | None = None, split_cluster: int | None = None
                    ) -> RefreshOutcome:
     """Refit ``kernel`` on the reservoir and adopt the candidate that cuts least (module
     docstring).
@@ -245,7 +276,10 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
     ``old_rows`` are the reservoir's input rows in the space the kernel was fitted in;
     ``new_rows`` the same rows in the space the new kernel is fitted in (a new sketch's
     features: then the fresh refit is adopted, the only candidate in that space);
-    ``kept`` the previous refit's runner-up (fitted in the space of ``old_rows``).
+    ``kept`` the previous refit's runner-up (fitted in the space of ``old_rows``);
+    ``split_cluster`` the position of a cluster whose input rows fall into two groups (a
+    refit for more clusters than the model has, ``fit_clusters`` > k): the candidates are
+    then compared with that cluster split (:func:`split_partition`).
     """
     dtype = centers.dtype
     old_features = kernel.prepare(old_rows)
@@ -256,23 +290,78 @@ def refresh_kernel(kernel: KernelSpec, centers: ExplicitCenters, old_rows: np.nd
     unfitted = KernelSpec(kernel.name, kernel.gamma, kernel.degree, kernel.coef0,
                           dict(kernel.options))
     k = centers.n_clusters
+    fit_k = k if fit_clusters is None else int(fit_clusters)
     if new_rows is not None:
-        fresh = _carry_into(unfitted.fit(new_rows, k), new_rows, labels, fallback, k, dtype)
+        fresh = _carry_into(unfitted.fit(new_rows, fit_k), new_rows, labels, fallback, k, dtype)
         return RefreshOutcome("fresh", fresh.kernel, np.ascontiguousarray(fresh.centers, dtype=dtype),
                               fresh.labels, old_features, fresh.features, {}, None)
-    candidates = {"carried": _Candidate(kernel, centers.centers, labels, old_features),
-                  "fresh": _carry_into(unfitted.fit(old_rows, k), old_rows, labels, fallback,
-                                       k, dtype)}
+    carried = _Candidate(kernel, centers.centers, labels, old_features)
+    split = None
+    if fit_k > k and split_cluster is not None:
+        split = split_partition(old_rows, labels, fallback, split_cluster)
+    # the candidates' partitions start from the model's, with the cluster of two groups
+    # split when there is one (then each has k + 1 clusters)
+    start, start_fallback = (labels, fallback) if split is None else split[:2]
+    n_parts = start_fallback.shape[0]
+    candidates = {"carried": carried if split is None else
+                  _Candidate(kernel, centers.centers, start, old_features)}
     if kept is not None:
-        candidates["kept"] = _carry_into(kept, old_rows, labels, fallback, k, dtype)
+        candidates["kept"] = _carry_into(kept, old_rows, start, start_fallback, n_parts, dtype)
+    for name, rows in refit_rows(old_rows, fit_k).items():
+        candidates[name] = _carry_into(unfitted.fit(rows, fit_k), old_rows, start,
+                                       start_fallback, n_parts, dtype)
     graph = mutual_knn_graph(np.ascontiguousarray(old_rows, dtype=np.float64))
-    cuts = {name: normalized_cut(graph, c.labels, k) for name, c in candidates.items()}
+    cuts = {name: normalized_cut(graph, c.labels, n_parts) for name, c in candidates.items()}
     # the cut's resolution: one row moved across it changes it by about k / n
-    chosen, runner_up = choose_refit(cuts, k / old_rows.shape[0])
-    adopted = candidates[chosen]
+    chosen, runner_up = choose_refit(cuts, n_parts / old_rows.shape[0])
+    adopted = carried if chosen == "carried" else candidates[chosen]
+    if split is not None and chosen != "carried":
+        adopted = _rejoin(adopted, split[2], k)
     return RefreshOutcome(chosen, adopted.kernel, np.ascontiguousarray(adopted.centers, dtype=dtype),
                           adopted.labels, old_features, adopted.features, cuts,
                           None if runner_up is None else candidates[runner_up].kernel)
+
+
+def split_partition(rows: np.ndarray, labels: np.ndarray, fallback: np.ndarray,
+                    cluster: int | None) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The partition ``labels`` (k clusters) of the reservoir ``rows`` with ``cluster``'s
+    rows split in two by :func:`~streamkm.drift.principal_split.principal_split` of their
+    input rows (the second group becomes cluster k), the row each of the k + 1 clusters
+    starts from when it holds none (``fallback`` extended), and ``cluster``; None when there
+    is no such cluster or its rows do not split."""
+    if cluster is None:
+        return None
+    k = fallback.shape[0]
+    mine = np.flatnonzero(labels == cluster)
+    if mine.shape[0] < 2:
+        return None
+    side, _ = principal_split(rows[mine], REFINE_ITERATIONS)
+    if side.min() == side.max():
+        return None
+    out = labels.copy()
+    out[mine[side == 1]] = k
+    return out, np.append(fallback, mine[side == 1][0]), int(cluster)
+
+
+def _rejoin(candidate: _Candidate, split_cluster: int, k: int) -> _Candidate:
+    """A candidate compared with one cluster split (k + 1 clusters) as the model's k: the
+    second group's rows back in ``split_cluster``, each center the mean of its rows' features
+    (a cluster that holds none keeps its center). Drift handling's review then decides the
+    split in the adopted feature space."""
+    labels = np.where(candidate.labels == k, split_cluster, candidate.labels).astype(np.int64)
+    centers = _cluster_means(candidate.features.astype(np.float64), labels, k, fallback=None,
+                             keep=candidate.centers[:k])
+    return _Candidate(candidate.kernel, centers, labels, candidate.features)
+
+
+def refit_rows(rows: np.ndarray, n_clusters: int) -> dict[str, np.ndarray]:
+    """The reservoir rows each refitted candidate is fitted on: ``"fresh"`` all of them,
+    ``"recent"`` the newest half (when it holds more than ``n_clusters`` rows)."""
+    out = {"fresh": rows}
+    newest = rows[rows.shape[0] // 2:]
+    if newest.shape[0] > n_clusters:
+        out["recent"] = newest
+    return out
 
 
 def choose_refit(cuts: dict[str, float], resolution: float) -> tuple[str, str | None]:
@@ -308,8 +397,14 @@ def _cluster_means(features: np.ndarray, labels: np.ndarray, k: int, *,
     return out
 
 
-def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = None
-                         ) -> list[dict[str, Any]]:
+def _fit_clusters(reason: str, n_clusters: int) -> int:
+    """The clusters a refit fits the kernel for: one more after ``"input_split"`` (the
+    cluster of two groups is about to be split), else the model's."""
+    return n_clusters + 1 if reason == "input_split" else n_clusters
+
+
+def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = None,
+                         split_cluster: int | None = None) -> list[dict[str, Any]]:
     """Refit ``model``'s graph kernel on its reservoir (or on ``new_rows``, the reservoir's rows
     in a new sketch) and adopt the candidate that cuts least (module docstring). When a new
     kernel is adopted the centers and the drift windows move into its feature space, where
@@ -326,11 +421,15 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
     reservoir.rows_since_fit = 0
     try:
         outcome = refresh_kernel(old_kernel, model._centers, reservoir.rows, new_rows,
-                                 None if new_rows is not None else reservoir.kept)
+                                 None if new_rows is not None else reservoir.kept,
+                                 _fit_clusters(reason, model._centers.n_clusters),
+                                 split_cluster if reason == "input_split" else None)
     except NoLevelSetError as exc:
         if new_rows is not None:
             raise
-        return [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
+        failed = [{**event, "event": "kernel_refresh_failed", "error": str(exc)}]
+        reservoir.unsplit_refits = unsplit_refits(reservoir.unsplit_refits, reason, failed)
+        return failed
     reservoir.kept = outcome.runner_up
     event.update(outcome=outcome.outcome, cuts=outcome.cuts)
     drift = model.__dict__.get("_drift")
@@ -355,4 +454,17 @@ def refresh_model_kernel(model: Any, reason: str, new_rows: np.ndarray | None = 
         splits, model.counts_ = drift.review(int(model.n_steps_), model._centers,
                                             model.counts_, model._kernel_spec)
         events += splits
+        if splits:  # the runner-up was weighed for the partition before the split
+            reservoir.kept = None
+    reservoir.unsplit_refits = unsplit_refits(reservoir.unsplit_refits, reason, events)
     return events
+
+
+def unsplit_refits(count: int, reason: str, events: list[dict[str, Any]]) -> int:
+    """``"input_split"`` refits in a row that led to no split, after a refit for ``reason``
+    that sent ``events``: one more after an input-split refit that split nothing, none after
+    one that split, after a turnover and after drift handling split or merged; unchanged
+    after the others."""
+    if reason == "input_split":
+        return 0 if any(e.get("event") == "split" for e in events) else count + 1
+    return 0 if reason in ("turnover", "drift") else count

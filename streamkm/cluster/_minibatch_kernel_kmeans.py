@@ -74,9 +74,11 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         the k connected pieces of the data's densest rows); graph kernels are fitted on
         landmark rows (all of X in :meth:`fit`; in streaming the initialisation sample,
         then refitted on the 4,096 most recent rows each time that many have arrived,
-        after a drift split or merge or a split drift handling rejected, and at a
-        re-sketch; a refit is adopted unless the current kernel or the previous refit's
-        runner-up cuts the recent rows' graph less: a ``kernel_refreshed`` or
+        after a drift split or merge or a split drift handling rejected, when a
+        cluster's input rows fall into two groups (drift handling on), and at a
+        re-sketch; a refit is adopted unless the current kernel, the kernel fitted on the
+        newest half of those rows or the previous refit's runner-up cuts the recent rows'
+        graph less: a ``kernel_refreshed`` or
         ``kernel_kept`` event; see ``docs/kernels.md``).
     gamma : float, "auto", "median" or "eigengap", default="auto"
         Kernel coefficient of rbf, laplacian and polynomial, resolved once on the
@@ -537,18 +539,22 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         skipped = x.shape[0] - min(x.shape[0], RESERVOIR_ROWS)
         reservoir.add(x[skipped:], None if raw is None else raw[skipped:])
         reservoir.rows_since_fit += skipped
-        reason = refresh_reason(reservoir, list(report.events), self.__dict__.get("_drift"))
+        reason = refresh_reason(reservoir, list(report.events), self.__dict__.get("_drift"),
+                                x, report.labels)
         if reason is None:
             return report
-        events = self._refresh_kernel(reason)
+        # the cluster of two groups an input-split refit is compared with split
+        split = self._drift.input_split(x, report.labels) if reason == "input_split" else None
+        events = self._refresh_kernel(reason, split_cluster=split)
         return dataclasses.replace(report, events=report.events + tuple(events))
 
-    def _refresh_kernel(self, reason: str, new_rows: np.ndarray | None = None
-                        ) -> list[dict[str, Any]]:
+    def _refresh_kernel(self, reason: str, new_rows: np.ndarray | None = None,
+                        split_cluster: int | None = None) -> list[dict[str, Any]]:
         """Refit the graph kernel on the reservoir and move the centers and the drift
         windows into its feature space, where drift handling reviews every cluster once;
-        the ``kernel_refreshed`` event and the splits it led to."""
-        events = refresh_model_kernel(self, reason, new_rows)
+        the ``kernel_refreshed`` event and the splits it led to (``split_cluster``: the
+        cluster of two groups an input-split refit compares its candidates with split)."""
+        events = refresh_model_kernel(self, reason, new_rows, split_cluster)
         self._novelty_buffers().forget_rebuilt(events)
         return events
 

@@ -63,6 +63,7 @@ from streamkm.drift.birth import (
 from streamkm.drift.merge import MergeChoice, most_redundant_pair, smallest_ward_pair
 from streamkm.drift.monitor import SpreadMonitor
 from streamkm.drift.policy import DriftPolicy
+from streamkm.drift.principal_split import principal_split
 from streamkm.drift.reservoir import RecentRows
 from streamkm.kernels import KernelSpec
 
@@ -360,6 +361,31 @@ class DriftController:
                     and smaller >= self.policy.min_side_fraction * n and smaller > 0)
         return SplitProposal(position=j, side=side, sse_reduction=float(result.sse_reduction),
                              accepted=bool(accepted), n_pairs=result.n_pairs_tried)
+
+    def input_split(self, rows: np.ndarray, labels: np.ndarray) -> int | None:
+        """The first cluster whose rows of this batch fall into two groups in the input space,
+        or None: the policy's split test (``min_sse_reduction``, ``min_side_fraction``) on a
+        bisection (:func:`~streamkm.drift.principal_split.principal_split`, at most
+        ``max_iter`` Lloyd iterations) of its newest ``reservoir_size`` input ``rows`` (those
+        whose ``labels`` is its position), when at least ``min_reservoir`` of them.
+
+        A graph kernel maps each piece of its graph to nearly one point of its feature
+        space, so a cluster pulling apart inside one piece does not widen there and the
+        spread monitor cannot see it; the rows it is fitted on can (the estimator then
+        refits the kernel, :mod:`streamkm.cluster._kernel_refresh`).
+        """
+        policy = self.policy
+        for j in range(int(labels.max(initial=-1)) + 1):
+            mine = rows[np.flatnonzero(labels == j)[-policy.reservoir_size:]]
+            n = mine.shape[0]
+            if n < policy.min_reservoir:
+                continue
+            side, reduction = principal_split(mine, policy.max_iter)
+            smaller = min(int(side.sum()), n - int(side.sum()))
+            if (reduction >= policy.min_sse_reduction
+                    and smaller >= policy.min_side_fraction * n and smaller > 0):
+                return j
+        return None
 
     def split_threshold(self, kernel: KernelSpec) -> float:
         """The SSE reduction a split must reach: ``min_sse_reduction``, at least

@@ -11,7 +11,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from streamkm import MiniBatchKernelKMeans
 from streamkm.cluster._kernel_refresh import (CANDIDATES, RESERVOIR_ROWS, RowReservoir,
-                                              choose_refit, refresh_kernel, refresh_reason)
+                                              choose_refit, refit_rows, refresh_kernel,
+                                              refresh_reason, unsplit_refits)
 from streamkm.kernels import KernelSpec
 
 pytestmark = pytest.mark.unit
@@ -61,7 +62,8 @@ def test_every_refit_adopts_the_candidate_that_cuts_the_reservoir_graph_least() 
     for i, e in enumerate(refits):
         assert e["reason"] == "turnover" and e["n_rows"] == RESERVOIR_ROWS
         # the first refit has no runner-up of an earlier one to weigh
-        assert sorted(e["cuts"]) == (["carried", "fresh"] if i == 0 else sorted(CANDIDATES))
+        assert sorted(e["cuts"]) == (["carried", "fresh", "recent"] if i == 0
+                                     else sorted(CANDIDATES))
         cuts, chosen = e["cuts"], e["outcome"]
         assert (e["event"] == "kernel_kept") == (chosen == "carried")
         if chosen == "fresh":
@@ -112,6 +114,8 @@ def test_a_refit_that_cuts_as_little_as_the_current_kernel_is_adopted() -> None:
     ({"carried": 0.30, "fresh": 0.20, "kept": 0.05}, ("kept", "fresh")),
     ({"carried": 0.05, "fresh": 0.20, "kept": 0.05}, ("carried", "kept")),  # ties: order
     ({"fresh": 0.20}, ("fresh", None)),  # a re-sketch's only candidate
+    ({"carried": 0.30, "fresh": 0.20, "kept": 0.25, "recent": 0.05}, ("recent", "fresh")),
+    ({"carried": 0.05, "fresh": 0.20, "recent": 0.05}, ("carried", "recent")),
 ])
 def test_the_refit_choice_is_the_lowest_cut_with_ties_to_the_refit(cuts, expected) -> None:
     assert choose_refit(cuts, 1e-3) == expected
@@ -224,3 +228,221 @@ def test_a_state_whose_kept_kernel_is_not_fitted_is_refused() -> None:
     meta["kernel_reservoir"]["kept"]["fitted"] = {}
     with pytest.raises(StateError, match="kept kernel 'anchor'"):
         MiniBatchKernelKMeans.from_state(arrays, meta)
+
+
+class _InputSplit(_Rejections):
+    """Drift handling whose split test on the input rows finds ``found`` (a position or
+    None)."""
+
+    def __init__(self, n_rejected: int, found: int | None) -> None:
+        super().__init__(n_rejected)
+        from streamkm.drift import DriftPolicy
+
+        self.policy = DriftPolicy()
+        self.found = found
+        self.tested = 0
+
+    def input_split(self, rows: np.ndarray, labels: np.ndarray) -> int | None:
+        self.tested += 1
+        return self.found
+
+
+@pytest.mark.parametrize(("events", "rejected", "found", "since_fit", "unsplit", "expected"), [
+    ([], 0, 1, 1, 0, "input_split"),
+    ([], 0, 1, RESERVOIR_ROWS, 2, "input_split"),  # before the turnover it coincides with
+    ([], 0, 1, 0, 0, None),  # the kernel was fitted on these very rows
+    ([], 0, None, 1, 0, None),
+    ([], 0, None, RESERVOIR_ROWS, 0, "turnover"),
+    ([], 0, 1, 1, 3, None),  # max_rejections refits in a row split nothing: paused ...
+    ([], 0, 1, RESERVOIR_ROWS, 3, "turnover"),  # ... until the turnover
+    ([{"event": "split"}], 0, 1, 1, 0, "drift"),  # drift handling's own events first
+    ([], 1, 1, 1, 0, "alarm"),
+])
+def test_a_cluster_of_two_groups_in_the_input_rows_refits_the_kernel(
+        events, rejected, found, since_fit, unsplit, expected) -> None:
+    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=since_fit,
+                             unsplit_refits=unsplit)
+    drift = _InputSplit(rejected, found)
+    rows, labels = np.zeros((BATCH, 2)), np.zeros(BATCH, dtype=np.int64)
+    assert refresh_reason(reservoir, events, drift, rows, labels) == expected
+    # the test on the input rows runs only when no earlier reason holds and it may refit
+    assert drift.tested == int(not events and not rejected and since_fit > 0 and unsplit < 3)
+
+
+def test_the_input_rows_are_not_tested_without_them() -> None:
+    reservoir = RowReservoir(RESERVOIR_ROWS, np.zeros((1, 2)), rows_since_fit=1)
+    drift = _InputSplit(0, 1)
+    assert refresh_reason(reservoir, [], drift) is None and drift.tested == 0
+
+
+@pytest.mark.parametrize(("count", "reason", "events", "expected"), [
+    (1, "input_split", [{"event": "kernel_kept"}], 2),
+    (2, "input_split", [{"event": "kernel_refreshed"}, {"event": "split"}], 0),
+    (2, "input_split", [{"event": "kernel_refresh_failed"}], 3),
+    (2, "turnover", [{"event": "kernel_kept"}], 0),
+    (2, "drift", [{"event": "kernel_refreshed"}], 0),
+    (2, "alarm", [{"event": "kernel_refreshed"}, {"event": "split"}], 2),
+    (2, "resketch", [{"event": "kernel_refreshed"}], 2),
+])
+def test_input_split_refits_that_split_nothing_are_counted_until_a_turnover(
+        count, reason, events, expected) -> None:
+    assert unsplit_refits(count, reason, events) == expected
+
+
+def test_the_refits_are_fitted_on_the_whole_reservoir_and_on_its_newest_half() -> None:
+    rows = np.arange(20.0).reshape(10, 2)
+    got = refit_rows(rows, 2)
+    assert sorted(got) == ["fresh", "recent"]
+    np.testing.assert_array_equal(got["fresh"], rows)
+    np.testing.assert_array_equal(got["recent"], rows[5:])
+    assert sorted(refit_rows(rows[:4], 2)) == ["fresh"]  # 2 newest rows cannot fit 2 clusters
+
+
+def test_a_refit_for_two_groups_fits_the_kernel_for_one_more_cluster() -> None:
+    from streamkm.cluster._kernel_refresh import _fit_clusters
+
+    assert _fit_clusters("input_split", 4) == 5
+    for reason in ("turnover", "drift", "alarm", "resketch"):
+        assert _fit_clusters(reason, 4) == 4
+
+
+def test_the_fresh_refit_is_fitted_for_the_clusters_it_is_asked_for() -> None:
+    x = np.concatenate([b[0] for b in moving_moons(7, 4, shift_per_batch=0.0)])
+    model = MiniBatchKernelKMeans(2, kernel="anchor", random_state=0).fit(x)
+    centers = model._centers
+    for n_fit in (2, 3):
+        out = refresh_kernel(model.kernel_, centers, x, x, fit_clusters=n_fit)
+        expected = KernelSpec("anchor").fit(x, n_fit)
+        np.testing.assert_array_equal(out.kernel.fitted.projection,
+                                      expected.fitted.projection)
+
+
+def _pulling_apart(seed: int, n_batches: int, start: int) -> list[np.ndarray]:
+    """Two moons and a blob (deviation 0.25) at (4, 0) whose halves move apart along y from
+    batch ``start`` on, by 0.2 a batch."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n_batches):
+        group = rng.integers(0, 3, BATCH)
+        u = rng.uniform(0.0, np.pi, BATCH)
+        moons = np.where((group == 0)[:, None], np.c_[np.cos(u), np.sin(u)],
+                         np.c_[1 - np.cos(u), 0.5 - np.sin(u)])
+        half = max(0, i - start) * 0.2 * np.where(rng.random(BATCH) < 0.5, -1.0, 1.0)
+        blob = np.c_[np.full(BATCH, 4.0), half] + rng.normal(0.0, 0.25, (BATCH, 2))
+        x = np.where((group == 2)[:, None], blob, moons) + rng.normal(0.0, 0.08, (BATCH, 2))
+        out.append(x)
+    return out
+
+
+def test_a_blob_pulling_apart_inside_a_graph_kernel_is_split_by_a_refit() -> None:
+    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0, drift={"k_max": 6},
+                                  init_size=3 * BATCH)
+    batches = _pulling_apart(0, 14, start=6)
+    events = []
+    for x in batches:
+        events += list(model.step(x).events)
+    reasons = [e["reason"] for e in events if e["event"] in ("kernel_refreshed", "kernel_kept")]
+    splits = [e for e in events if e["event"] == "split"]
+    assert "input_split" in reasons
+    assert splits and model.n_clusters_ == 4
+
+
+def test_a_cluster_of_two_groups_is_split_along_its_input_rows() -> None:
+    from streamkm.cluster._kernel_refresh import split_partition
+
+    rng = np.random.default_rng(0)
+    rows = np.concatenate([rng.normal(0.0, 0.1, (20, 2)), rng.normal(0.0, 0.1, (10, 2)) + [3, 0],
+                           rng.normal(0.0, 0.1, (10, 2)) + [-3, 0]])
+    labels = np.r_[np.zeros(20, np.int64), np.ones(20, np.int64)]  # cluster 1: two groups
+    fallback = np.array([0, 20])
+    out, starts, cluster = split_partition(rows, labels, fallback, 1)
+    assert cluster == 1
+    np.testing.assert_array_equal(out[:20], 0)  # the other cluster is untouched
+    # the two groups of cluster 1, one of them now cluster 2 (= k)
+    assert {tuple(np.unique(out[20:30])), tuple(np.unique(out[30:]))} == {(1,), (2,)}
+    np.testing.assert_array_equal(starts[:2], fallback)
+    assert out[starts[2]] == 2  # the new cluster starts from one of its rows
+
+
+def test_no_cluster_or_one_that_does_not_spread_is_not_split() -> None:
+    from streamkm.cluster._kernel_refresh import split_partition
+
+    rows = np.r_[np.zeros((5, 2)), np.ones((5, 2))]
+    labels = np.r_[np.zeros(5, np.int64), np.ones(5, np.int64)]
+    fallback = np.array([0, 5])
+    assert split_partition(rows, labels, fallback, None) is None
+    assert split_partition(rows, labels, fallback, 0) is None  # five equal rows
+    one = np.r_[np.zeros(9, np.int64), np.ones(1, np.int64)]
+    assert split_partition(rows, one, fallback, 1) is None  # a single row
+
+
+def test_a_candidate_compared_split_is_adopted_with_its_groups_together_again() -> None:
+    from streamkm.cluster._kernel_refresh import _Candidate, _rejoin
+
+    features = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 4.0], [0.0, 6.0]])
+    candidate = _Candidate(KernelSpec("anchor"), np.array([[1.0, 0.0], [9.0, 9.0], [0.0, 5.0]]),
+                           np.array([0, 0, 2, 2]), features)
+    got = _rejoin(candidate, 1, 2)
+    np.testing.assert_array_equal(got.labels, [0, 0, 1, 1])
+    np.testing.assert_allclose(got.centers, [[1.0, 0.0], [0.0, 5.0]])
+    # a cluster none of whose rows is left keeps its center
+    empty = _Candidate(candidate.kernel, candidate.centers, np.array([0, 0, 0, 0]), features)
+    np.testing.assert_allclose(_rejoin(empty, 1, 2).centers, [[0.5, 2.5], [9.0, 9.0]])
+
+
+def _moons_and_two_groups(seed: int, dtype: type = np.float64
+                          ) -> tuple[MiniBatchKernelKMeans, np.ndarray]:
+    """A 3-cluster anchor model fitted on two moons and a round blob, and rows where the
+    blob's halves have moved 1.5 apart (one group of rows for the model's blob cluster)."""
+    rng = np.random.default_rng(seed)
+    moons = np.concatenate([b[0] for b in moving_moons(seed, 2, shift_per_batch=0.0)])
+    blob = rng.normal(0.0, 0.25, (512, 2)) + [4.0, 0.0]
+    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0).fit(
+        np.r_[moons, blob].astype(dtype))
+    halves = blob + np.where(rng.random(512) < 0.5, -0.75, 0.75)[:, None] * [0.0, 1.0]
+    return model, np.r_[moons, halves].astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_an_input_split_refit_compares_its_candidates_with_the_cluster_split(dtype) -> None:
+    from streamkm.cluster._kernel_refresh import split_partition
+    from streamkm.kernels._auto import mutual_knn_graph, normalized_cut
+
+    model, rows = _moons_and_two_groups(0, dtype)
+    blob = int(np.bincount(model.predict(rows[-512:])).argmax())
+    got = refresh_kernel(model._kernel_spec, model._centers, rows, fit_clusters=4,
+                         split_cluster=blob)
+    labels = model.predict(rows)
+    split, _, _ = split_partition(rows, labels, np.zeros(3, np.int64), blob)
+    graph = mutual_knn_graph(rows.astype(np.float64))
+    # the carried partition is cut with the blob's cluster split: k + 1 clusters
+    assert got.cuts["carried"] == pytest.approx(normalized_cut(graph, split, 4))
+    assert got.cuts["carried"] != pytest.approx(normalized_cut(graph, labels, 3))
+    # whichever is adopted continues with the model's k clusters
+    assert got.centers.shape[0] == 3 and got.labels.max() == 2
+    assert got.centers.dtype == dtype
+    assert adjusted_rand_score(labels, got.labels) == 1.0
+
+
+def test_a_split_cluster_is_ignored_by_a_refit_for_the_model_s_clusters() -> None:
+    model, rows = _moons_and_two_groups(1)
+    plain = refresh_kernel(model._kernel_spec, model._centers, rows)
+    named = refresh_kernel(model._kernel_spec, model._centers, rows, split_cluster=0)
+    assert named.cuts == plain.cuts and named.outcome == plain.outcome
+
+
+def test_a_refit_whose_review_splits_a_cluster_keeps_no_runner_up() -> None:
+    model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0, drift={"k_max": 6},
+                                  init_size=3 * BATCH)
+    kept_before_split = []
+    for x in _pulling_apart(0, 14, start=6):
+        events = model.step(x).events
+        refit = [e for e in events if e["event"] in ("kernel_refreshed", "kernel_kept")]
+        if refit:
+            split = any(e["event"] == "split" and e.get("cause") == "kernel_refreshed"
+                        for e in events)
+            kept_before_split.append((split, model._reservoir.kept is None))
+    # the runner-up was weighed for the partition before the split: dropped with it
+    assert any(split for split, _ in kept_before_split)
+    assert all(dropped for split, dropped in kept_before_split if split)
+    assert not all(dropped for split, dropped in kept_before_split if not split)
