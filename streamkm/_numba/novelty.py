@@ -106,3 +106,38 @@ def push_members(labels, sq_dist, ring, ordered, heads, sizes):  # pragma: no co
             out += 1
             a += 1
         ordered[j, :] = merged
+
+
+@njit(cache=True, nogil=True)
+def nearest_support_means(kblock, x_diag, s_diag, m, out):  # pragma: no cover
+    """out[i] = mean of the ``m`` smallest squared feature distances from row i to the
+    support rows, ``x_diag[i] + s_diag[s] - 2 kblock[i, s]`` clipped at 0 (all of them when
+    there are fewer than ``m``; 0.0 without support rows).
+
+    One pass per row keeps its ``m`` nearest so far sorted ascending; a distance not below
+    the current m-th costs one comparison. Only ``2 kblock - s_diag`` is compared (the
+    row's own ``x_diag`` adds the same to every distance).
+    """
+    n, s_count = kblock.shape
+    size = min(m, s_count)
+    best = np.empty(max(size, 1), dtype=np.float64)
+    for i in range(n):
+        held = 0
+        for s in range(s_count):
+            v = np.float64(s_diag[s]) - 2.0 * np.float64(kblock[i, s])
+            if held == size:
+                if v >= best[size - 1]:
+                    continue
+                pos = size - 1
+            else:
+                pos = held
+                held += 1
+            while pos > 0 and best[pos - 1] > v:
+                best[pos] = best[pos - 1]
+                pos -= 1
+            best[pos] = v
+        total = 0.0
+        xi = np.float64(x_diag[i])
+        for t in range(held):
+            total += max(xi + best[t], 0.0)
+        out[i] = total / held if held else 0.0
