@@ -109,33 +109,64 @@ def push_members(labels, sq_dist, ring, ordered, heads, sizes):  # pragma: no co
 
 
 @njit(cache=True, nogil=True)
-def nearest_support_means(kblock, x_diag, s_diag, m, out):  # pragma: no cover
+def nearest_support_means(kblock, first, second, lo, hi, x_diag, s_diag, m,
+                          out):  # pragma: no cover
     """out[i] = mean of the ``m`` smallest squared feature distances from row i to the
-    support rows, ``x_diag[i] + s_diag[s] - 2 kblock[i, s]`` clipped at 0 (all of them when
-    there are fewer than ``m``; 0.0 without support rows).
+    support rows of its nearest and second-nearest clusters ``first[i]`` and ``second[i]``
+    (columns ``lo[j]:hi[j]`` of ``kblock``; ``second[i]`` = -1: the nearest only),
+    ``x_diag[i] + s_diag[s] - 2 kblock[i, s]`` clipped at 0; all of them when those
+    supports hold fewer than ``m``, 0.0 when they hold none.
 
-    One pass per row keeps its ``m`` nearest so far sorted ascending; a distance not below
-    the current m-th costs one comparison. Only ``2 kblock - s_diag`` is compared (the
-    row's own ``x_diag`` adds the same to every distance).
+    One pass per row holds its ``m`` nearest so far and the largest of them; a nearer
+    value replaces that largest, and the largest is found again. Columns go by runs of
+    eight: once ``m`` are held, a run whose smallest value is not below the held largest
+    is skipped after one reduction. Only ``s_diag - 2 kblock`` is compared (the row's own
+    ``x_diag`` adds the same to every distance).
     """
-    n, s_count = kblock.shape
-    size = min(m, s_count)
-    best = np.empty(max(size, 1), dtype=np.float64)
+    n = kblock.shape[0]
+    best = np.empty(max(m, 1), dtype=np.float64)
     for i in range(n):
+        j0 = first[i]
+        j1 = second[i]
+        rows = hi[j0] - lo[j0] + (hi[j1] - lo[j1] if j1 >= 0 else 0)
+        size = min(m, rows)
         held = 0
-        for s in range(s_count):
-            v = np.float64(s_diag[s]) - 2.0 * np.float64(kblock[i, s])
-            if held == size:
-                if v >= best[size - 1]:
-                    continue
-                pos = size - 1
-            else:
-                pos = held
-                held += 1
-            while pos > 0 and best[pos - 1] > v:
-                best[pos] = best[pos - 1]
-                pos -= 1
-            best[pos] = v
+        worst = np.inf
+        at = 0
+        for seg in range(2):
+            j = j0 if seg == 0 else j1
+            if j < 0:
+                continue
+            s = lo[j]
+            e = hi[j]
+            while s < e:
+                end = min(s + 8, e)
+                if held == size:
+                    lowest = np.inf
+                    for t in range(s, end):
+                        lowest = min(lowest, np.float64(s_diag[t])
+                                     - 2.0 * np.float64(kblock[i, t]))
+                    if lowest >= worst:
+                        s = end
+                        continue
+                for t in range(s, end):
+                    v = np.float64(s_diag[t]) - 2.0 * np.float64(kblock[i, t])
+                    if held < size:
+                        best[held] = v
+                        held += 1
+                        if held < size:
+                            continue
+                    elif v < worst:
+                        best[at] = v
+                    else:
+                        continue
+                    worst = best[0]
+                    at = 0
+                    for u in range(1, size):
+                        if best[u] > worst:
+                            worst = best[u]
+                            at = u
+                s = end
         total = 0.0
         xi = np.float64(x_diag[i])
         for t in range(held):

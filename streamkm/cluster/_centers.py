@@ -341,8 +341,8 @@ class SupportCenters:
                 if own_old is not None:
                     _nc.copy_own_segment(kb, labels[a:e], lo, hi, own_old[a:e])
                 if support_scores is not None:
-                    _nn.nearest_support_means(kb, diag[a:e], support_diag, neighbours,
-                                              support_scores[a:e])
+                    _nn.nearest_support_means(kb, labels[a:e], second[a:e], lo, hi, diag[a:e],
+                                              support_diag, neighbours, support_scores[a:e])
 
             run_row_chunks(assign, chunks, threads)
             before = float(totals.sum()) / b

@@ -466,7 +466,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         self.labels_ = np.argmin(sq_distances, axis=1).astype(np.int64)
         nearest = sq_distances[np.arange(n), self.labels_]
         self.inertia_ = float(nearest.sum(dtype=np.float64))
-        self.labels_ = self._labels_with_outliers(self.labels_, self._flagged(x, nearest))
+        self.labels_ = self._labels_with_outliers(self.labels_, self._flagged(x, sq_distances))
         return self
 
     def partial_fit(self, X: Any, y: Any = None,

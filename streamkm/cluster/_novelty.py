@@ -211,24 +211,46 @@ class NoveltyScreen:
         return None
 
 
-def support_scores(centers: Any, x: np.ndarray, m: int = NEIGHBOURS) -> np.ndarray | None:
+def support_scores(centers: Any, x: np.ndarray, labels: np.ndarray, second: np.ndarray,
+                   m: int = NEIGHBOURS) -> np.ndarray | None:
     """Base score of each prepared row of ``x``: the mean squared kernel distance to its
-    ``m`` nearest support rows of ``centers`` (None for a store without support rows), a
-    block of rows at a time."""
-    rows = getattr(centers, "rows", None)
-    if not isinstance(centers, SupportCenters) or rows is None:
+    ``m`` nearest support rows among those of its nearest and second-nearest centers
+    ``labels`` and ``second`` (-1: none) in ``centers``; None for a store without support
+    rows. A block of rows at a time."""
+    if not isinstance(centers, SupportCenters):
         return None
+    rows = centers.rows
     kernel = centers.kernel
     out = np.empty(x.shape[0])
     s_diag = kernel.diagonal(rows)
     x_sq = sq_norms(x)
+    lo, hi = centers.offsets[:-1], centers.offsets[1:]
     step = max(1, _BLOCK_ELEMENTS // max(rows.shape[0], 1))
     for a in range(0, x.shape[0], step):
         e = min(a + step, x.shape[0])
         block = np.ascontiguousarray(kernel.block(x[a:e], rows, x_sq=x_sq[a:e],
                                                   y_sq=centers.row_sq_norms))
-        _nn.nearest_support_means(block, kernel.diagonal(x[a:e]), s_diag, int(m), out[a:e])
+        _nn.nearest_support_means(block, labels[a:e], second[a:e], lo, hi,
+                                  kernel.diagonal(x[a:e]), s_diag, int(m), out[a:e])
     return out
+
+
+def two_nearest(distances: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                  np.ndarray]:
+    """Nearest and second-nearest center of each row of ``distances`` (n, k) and their
+    distances (second -1 and +inf with one center)."""
+    n, k = distances.shape
+    rows = np.arange(n)
+    labels = np.argmin(distances, axis=1).astype(np.int64)
+    nearest = distances[rows, labels]
+    if k > 1:
+        rest = distances.copy()
+        rest[rows, labels] = np.inf
+        second = np.argmin(rest, axis=1).astype(np.int64)
+        second_sq = rest[rows, second]
+    else:
+        second, second_sq = np.full(n, -1, dtype=np.int64), np.full(n, np.inf)
+    return labels, nearest, second, second_sq
 
 
 def pooled_pvalues(pool: np.ndarray, sq_distances: np.ndarray) -> np.ndarray:
@@ -315,30 +337,29 @@ class NoveltyMixin:
             return labels
         return np.where(outliers, -1, labels).astype(np.int64)
 
-    def _novelty_of(self, x: np.ndarray, nearest: np.ndarray) -> np.ndarray:
-        """Novelty of prepared rows ``x`` at squared distances ``nearest`` from their
+    def _novelty_of(self, x: np.ndarray, distances: np.ndarray) -> np.ndarray:
+        """Novelty of prepared rows ``x`` at squared kernel ``distances`` (n, k) from the
         centers, against the current supports and buffers."""
-        base = support_scores(self._centers, x)  # type: ignore[attr-defined]
+        labels, nearest, second, _ = two_nearest(distances)
+        base = support_scores(self._centers, x, labels, second)  # type: ignore[attr-defined]
         return self._novelty_score_buffers().pooled_pvalues(nearest if base is None else base)
 
     def _prepared(self, X: Any) -> np.ndarray:
         self._check_fitted()  # type: ignore[attr-defined]
         return self._kernel_spec.prepare(self._check_input(X))  # type: ignore[attr-defined]
 
-    def _flagged(self, x: np.ndarray, nearest: np.ndarray) -> np.ndarray:
-        """Prepared rows ``x`` at ``nearest`` from their centers whose novelty is at most
-        ``outlier_alpha`` (none when it is None)."""
+    def _flagged(self, x: np.ndarray, distances: np.ndarray) -> np.ndarray:
+        """Prepared rows ``x`` at squared kernel ``distances`` (n, k) from the centers
+        whose novelty is at most ``outlier_alpha`` (none when it is None)."""
         if self.outlier_alpha is None:
-            return np.zeros(nearest.shape[0], dtype=bool)
-        return flag_outliers(self._novelty_of(x, nearest), self.outlier_alpha)
+            return np.zeros(distances.shape[0], dtype=bool)
+        return flag_outliers(self._novelty_of(x, distances), self.outlier_alpha)
 
     def _nearest_with_novelty(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Nearest center of each row of X and the row's novelty."""
         x = self._prepared(X)
         distances = self._chunked_distances(self._centers, x)  # type: ignore[attr-defined]
-        labels = np.argmin(distances, axis=1).astype(np.int64)
-        nearest = distances[np.arange(labels.shape[0]), labels]
-        return labels, self._novelty_of(x, nearest)
+        return np.argmin(distances, axis=1).astype(np.int64), self._novelty_of(x, distances)
 
     def score_samples(self, X: Any) -> np.ndarray:
         """Novelty of each row of X: the share of the model's recent records whose base
@@ -360,18 +381,8 @@ class NoveltyMixin:
         ``margins``, with the meaning of the :class:`~streamkm.model.StepReport` fields.
         """
         distances = np.asarray(distances)
-        n, k = distances.shape
-        rows = np.arange(n)
-        labels = np.argmin(distances, axis=1).astype(np.int64)
-        nearest = distances[rows, labels]
-        if k > 1:
-            rest = distances.copy()
-            rest[rows, labels] = np.inf
-            second = np.argmin(rest, axis=1).astype(np.int64)
-            second_sq = rest[rows, second]
-        else:
-            second, second_sq = np.full(n, -1, dtype=np.int64), np.full(n, np.inf)
-        novelty = self._novelty_of(self._prepared(X), nearest)
+        labels, nearest, second, second_sq = two_nearest(distances)
+        novelty = self._novelty_of(self._prepared(X), distances)
         return {"labels": labels, "sq_distances": nearest, "novelty": novelty,
                 "outliers": flag_outliers(novelty, self.outlier_alpha),
                 **confidence_fields(second, second_sq, nearest, self._position_ids())}
