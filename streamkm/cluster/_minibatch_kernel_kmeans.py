@@ -600,7 +600,8 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
                 step=self.n_steps_, labels=outcome.labels,
                 sq_distances=outcome.min_sq_distances, x=x, raw=raw, centers=self._centers,
                 counts=self.counts_, kernel=self._kernel_spec, outliers=screen.outliers,
-                buffers=screen.buffers, alpha=self.outlier_alpha)
+                buffers=screen.buffers, alpha=self.outlier_alpha,
+                learn_tail=self._tail_learner(screen.score_buffers))
             if drift.active and event != "converged" and self._monitor.wake():
                 event = "woke"
                 events.append({"event": "woke", "step": self.n_steps_,

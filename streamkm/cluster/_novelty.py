@@ -348,6 +348,18 @@ class NoveltyMixin:
         self._check_fitted()  # type: ignore[attr-defined]
         return self._kernel_spec.prepare(self._check_input(X))  # type: ignore[attr-defined]
 
+    def _tail_learner(self, scores: NoveltyBuffers) -> Any:
+        """``learn_tail`` for drift handling: a group of flagged rows found to be a
+        cluster's own tail joins that cluster's buffer of base scores (as its center
+        distances join the other buffer), scored against the centers as they are."""
+        def learn_tail(position: int, rows: np.ndarray) -> None:
+            distances = self._chunked_distances(self._centers, rows)  # type: ignore[attr-defined]
+            labels, nearest, second, _ = two_nearest(distances)
+            base = support_scores(self._centers, rows, labels, second)  # type: ignore[attr-defined]
+            scores.push(np.full(rows.shape[0], position, dtype=np.int64),
+                        nearest if base is None else base)
+        return learn_tail
+
     def _flagged(self, x: np.ndarray, distances: np.ndarray) -> np.ndarray:
         """Prepared rows ``x`` at squared kernel ``distances`` (n, k) from the centers
         whose novelty is at most ``outlier_alpha`` (none when it is None)."""
