@@ -172,7 +172,9 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         move centers (nor enter their support); ``"learn"``: they are learnt like any
         record. Every assigned record enters its cluster's novelty buffer either way.
     novelty_window : int, default=256
-        Recent members' squared kernel distances kept per cluster for the novelty score.
+        Recent members' novelty base scores (and squared distances to the center, for
+        births) kept per cluster; the novelty score is calibrated against all clusters'
+        values pooled.
     label_outliers : bool, default=False
         When True (and ``outlier_alpha`` is set), :meth:`predict` and ``labels_`` give -1
         for flagged records, as DBSCAN does for noise. Step reports keep the clusters.
