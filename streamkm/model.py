@@ -48,8 +48,9 @@ class StepReport:
         cluster's novelty buffer, pooled, as it was before this batch) whose base score is
         at least the row's, ``(1 + #{pool >= s}) / (n_pool + 1)``; small is unusual. The
         base score is the row's mean squared kernel distance to its 20 nearest support rows
-        of its two nearest clusters (the distance to its center with the linear kernel).
-        1.0 while the pool holds fewer than 20 values (``docs/novelty.md``).
+        of its two nearest clusters; 1.0 while the pool holds fewer than 20 values. Without
+        support rows (explicit centers: the linear kernel, graph kernels), the share of the
+        row's cluster's recent members at least as far from the center (``docs/novelty.md``).
     outliers : ndarray of shape (n,), bool
         Rows whose novelty is at most the model's ``outlier_alpha`` (all False when it is
         None). With ``outliers="exclude"`` they did not move the centers.

@@ -3,10 +3,8 @@
 A record's base score is its mean squared kernel distance to its :data:`NEIGHBOURS`
 nearest support rows, over every cluster's support (the rows the centers are made of, the
 model's recent sample of the stream): ``K(x, x) + K(s, s) - 2 K(x, s)``, from the block
-``K(batch, supports)`` the step computes for the center distances anyway. A model without
-support rows (the linear kernel's explicit centroids) uses the squared distance to the
-assigned center instead. The score is computed before the record's batch joins the
-supports (prequential).
+``K(batch, supports)`` the step computes for the center distances anyway. The score is
+computed before the record's batch joins the supports (prequential).
 
 Each cluster keeps a bounded buffer of its recent members' base scores (the
 ``novelty_window`` newest, every assigned row, flagged or not). A record's novelty is the
@@ -14,6 +12,12 @@ conformal p-value of its base score against all clusters' buffers pooled as they
 before the record's batch: ``(1 + #{pool >= s}) / (n + 1)``, the share of the model's recent
 records at least as unusual, in (0, 1]; small means unusual. While the pool holds fewer
 than :data:`MIN_MEMBERS` values every record is 1.0.
+
+A model without support rows (explicit centers: the linear kernel, and the graph kernels'
+feature maps) scores a record by its squared distance to its assigned center, against that
+cluster's own buffer of recent members' distances (against the pool while the cluster holds
+fewer than :data:`MIN_MEMBERS`): pooled, one cluster's moving center shifts every other
+cluster's calibration too.
 
 A second set of buffers, of the members' squared distances to their centers, serves
 drift handling (births compare a group of flagged rows with their cluster's members).
@@ -204,7 +208,10 @@ class NoveltyScreen:
                  support: np.ndarray | None = None) -> np.ndarray | None:
         self.scores = np.asarray(sq_distances if support is None else support,
                                  dtype=np.float64)
-        self.novelty = self.score_buffers.pooled_pvalues(self.scores)
+        if support is None:  # no support rows: the distance, against the cluster's own
+            self.novelty = self.buffers.pvalues(labels, self.scores)
+        else:
+            self.novelty = self.score_buffers.pooled_pvalues(self.scores)
         self.outliers = flag_outliers(self.novelty, self.alpha)
         if self.exclude and self.outliers.any():
             return self.outliers
@@ -342,7 +349,9 @@ class NoveltyMixin:
         centers, against the current supports and buffers."""
         labels, nearest, second, _ = two_nearest(distances)
         base = support_scores(self._centers, x, labels, second)  # type: ignore[attr-defined]
-        return self._novelty_score_buffers().pooled_pvalues(nearest if base is None else base)
+        if base is None:
+            return self._novelty_buffers().pvalues(labels, nearest)
+        return self._novelty_score_buffers().pooled_pvalues(base)
 
     def _prepared(self, X: Any) -> np.ndarray:
         self._check_fitted()  # type: ignore[attr-defined]
@@ -375,10 +384,10 @@ class NoveltyMixin:
 
     def score_samples(self, X: Any) -> np.ndarray:
         """Novelty of each row of X: the share of the model's recent records whose base
-        score (mean squared kernel distance to the 20 nearest support rows; the distance
-        to the nearest center with the linear kernel) is at least the row's (float64 in
-        (0, 1]; higher is more typical, the convention of scikit-learn's outlier
-        detectors). 1.0 while the model holds fewer than 20 recent scores. A row that is
+        score (mean squared kernel distance to the 20 nearest support rows) is at least the
+        row's; without support rows (explicit centers), the share of its cluster's recent
+        members at least as far from the center (float64 in (0, 1]; higher is more
+        typical, the convention of scikit-learn's outlier detectors). 1.0 while the model holds fewer than 20 recent scores. A row that is
         itself a support row counts itself among its neighbours. Learns nothing
         (docs/novelty.md)."""
         return self._nearest_with_novelty(X)[1]

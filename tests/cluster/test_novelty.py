@@ -99,12 +99,14 @@ def test_score_samples_matches_the_numpy_reference_and_learns_nothing():
         np.testing.assert_array_equal(value, state[key])
 
 
-def test_with_the_linear_kernel_the_base_score_is_the_distance_to_the_center():
+def test_with_the_linear_kernel_the_score_is_the_distance_against_the_clusters_own_members():
     model = _warm(MiniBatchKernelKMeans(3, kernel="linear", random_state=0))
-    pool = _pool(model._novelty_scores)
+    buffers = model._novelty_buffers()
+    held = [np.sort(buffers.ring[j, :buffers.sizes[j]]) for j in range(3)]
+    assert min(h.shape[0] for h in held) >= MIN_MEMBERS
     report = model.step(_with_far_rows())
-    reference = np.array([(1 + (pool >= float(d)).sum()) / (pool.shape[0] + 1)
-                          for d in report.sq_distances])
+    reference = np.array([(1 + (held[j] >= float(d)).sum()) / (held[j].shape[0] + 1)
+                          for j, d in zip(report.labels, report.sq_distances)])
     np.testing.assert_array_equal(report.novelty, reference)
 
 

@@ -18,11 +18,14 @@ _spec.loader.exec_module(calibration)
 pytestmark = pytest.mark.unit
 
 ALPHA = 0.01
-#: the limit docs/novelty.md states, with the band it is held to: the graph kernel
-#: gamma="auto" picks on gauss64, the level-set kernel, puts every record of a piece at
-#: feature distance 0 from the piece's support rows, so every base score is 0 (ties) and
-#: nearly nothing is flagged.
-LIMITS = {("gauss64", "auto"): (0.0, ALPHA / 2)}
+#: the two limits docs/novelty.md states, with the band each one is held to: the graph kernels
+#: gamma="auto" picks on two streams. Both keep explicit centers (no support rows), so the score
+#: is the distance to the center against the cluster's own recent members. On moons the
+#: anchor-graph kernel flags about 3%: many of its distances pile up at a ceiling that moves
+#: with the center from one step to the next. On gauss64 the level-set kernel puts every
+#: member of a piece at distance 0, so (ties) nearly nothing is flagged.
+LIMITS = {("moons", "auto"): (ALPHA / 2, 4 * ALPHA),
+          ("gauss64", "auto"): (0.0, ALPHA / 2)}
 CALIBRATED = [(name, kernel) for name in calibration.STREAMS for kernel in calibration.KERNELS
               if (name, kernel) not in LIMITS]
 
@@ -34,7 +37,7 @@ def test_share_flagged_on_an_inlier_stream_is_within_half_and_twice_alpha(name, 
 
 
 @pytest.mark.parametrize("name, kernel", sorted(LIMITS))
-def test_graph_kernel_limit_stays_where_the_docs_state_it(name, kernel):
+def test_graph_kernel_limits_stay_where_the_docs_state_them(name, kernel):
     low, high = LIMITS[name, kernel]
     share, _ = calibration.flagged_share(name, kernel, ALPHA)
     assert low <= share <= high, f"{name} / {kernel}: {share:.4f} flagged, documented [{low}, {high}]"
