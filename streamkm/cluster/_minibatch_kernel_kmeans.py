@@ -575,8 +575,10 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             **({} if weights is None else {"sample_weight": weights}),
         )
         drift = self.__dict__.get("_drift")
-        for buffers, values in ((screen.buffers, outcome.min_sq_distances),
-                                (screen.score_buffers, screen.scores)):
+        pushed = [(screen.buffers, outcome.min_sq_distances)]
+        if screen.neighbours:  # base scores of support rows exist only with outlier_alpha
+            pushed.append((screen.score_buffers, screen.scores))
+        for buffers, values in pushed:
             buffers.push(outcome.labels, values if drift is None else capped_distances(
                 outcome.labels, values, screen.outliers, buffers, self.outlier_alpha or 0.0))
         self.counts_ += outcome.batch_counts

@@ -190,12 +190,12 @@ class NoveltyScreen:
     (their base scores against the pooled ``scores`` buffers), flags those at most
     ``alpha`` (none when ``alpha`` is None) and, with ``exclude``, returns the flags as the
     rows to leave out of the update. ``neighbours`` tells the store how many nearest
-    support rows make a base score."""
-
-    neighbours = NEIGHBOURS
+    support rows make a base score: none while ``alpha`` is None (nothing is flagged, and
+    the calibrated distance to the center costs the step nothing extra)."""
 
     def __init__(self, buffers: NoveltyBuffers, scores: NoveltyBuffers, alpha: float | None,
                  exclude: bool) -> None:
+        self.neighbours = 0 if alpha is None else NEIGHBOURS
         self.buffers = buffers
         self.score_buffers = scores
         self.alpha = alpha
@@ -348,7 +348,8 @@ class NoveltyMixin:
         """Novelty of prepared rows ``x`` at squared kernel ``distances`` (n, k) from the
         centers, against the current supports and buffers."""
         labels, nearest, second, _ = two_nearest(distances)
-        base = support_scores(self._centers, x, labels, second)  # type: ignore[attr-defined]
+        base = (None if self.outlier_alpha is None
+                else support_scores(self._centers, x, labels, second))  # type: ignore[attr-defined]
         if base is None:
             return self._novelty_buffers().pvalues(labels, nearest)
         return self._novelty_score_buffers().pooled_pvalues(base)
