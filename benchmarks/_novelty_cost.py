@@ -53,7 +53,9 @@ for line in sys.stdin:
             from streamkm.cluster._novelty import NoveltyScreen
 
             class _Unscored(NoveltyScreen):  # scores nothing, keeps no distance
-                def __call__(self, labels, sq_distances):
+                neighbours = 0
+
+                def __call__(self, labels, sq_distances, support=None):
                     self.novelty = self.outliers = None
                     return None
 
@@ -63,8 +65,9 @@ for line in sys.stdin:
 
             class _Off(MiniBatchKernelKMeans):
                 def _novelty_screen(self):
-                    screen = _Unscored(self._novelty_buffers(), None, False)
-                    screen.buffers = _KeepNothing()
+                    screen = _Unscored(self._novelty_buffers(),
+                                       self._novelty_score_buffers(), None, False)
+                    screen.buffers = screen.score_buffers = _KeepNothing()
                     return screen
 
             estimator = _Off

@@ -10,7 +10,8 @@ tau = 200, rbf at the median width, float64, one thread (``streamkm.num_threads(
 held to one thread), every step updates (``tol=0``, ``patience`` past the run; checked). Three models of the same warm state step the same batch in
 turn (interleaved, the order rotating each repeat):
 
-- ``off``: the novelty score switched off inside the step (no p-values, no buffer update;
+- ``off``: the novelty score switched off inside the step (no support scores, no p-values,
+  no buffer update;
   the second-nearest center is still tracked, it is part of the assignment pass);
 - ``default``: the engine as shipped (``outlier_alpha=None``: novelty computed, nothing
   flagged);
@@ -44,18 +45,22 @@ K, B, D = 10, 1024, 64
 
 
 class _NoNovelty(NoveltyScreen):
-    """A screen that scores nothing and a buffer update that keeps nothing: the step
-    without the novelty score."""
+    """A screen that scores nothing (no support scores, no p-values) and buffer updates
+    that keep nothing: the step without the novelty score."""
 
-    def __call__(self, labels: np.ndarray, sq_distances: np.ndarray) -> None:
+    neighbours = 0
+
+    def __call__(self, labels: np.ndarray, sq_distances: np.ndarray,
+                 support: np.ndarray | None = None) -> None:
         self.novelty = self.outliers = None
         return None
 
 
 class _OffModel(MiniBatchKernelKMeans):
     def _novelty_screen(self) -> NoveltyScreen:
-        screen = _NoNovelty(self._novelty_buffers(), None, False)
-        screen.buffers = _KeepNothing()  # type: ignore[assignment]
+        screen = _NoNovelty(self._novelty_buffers(), self._novelty_score_buffers(), None,
+                            False)
+        screen.buffers = screen.score_buffers = _KeepNothing()  # type: ignore[assignment]
         return screen
 
 

@@ -44,12 +44,13 @@ class StepReport:
         ``woke``), then drift events (``split``, ``merge``). Each is a JSON-able dict with
         at least ``"event"`` and ``"step"`` (see ``docs/drift.md`` for the fields).
     novelty : ndarray of shape (n,), float64
-        How typical each row is for its cluster, in (0, 1]: the share of the cluster's
-        recent members (its novelty buffer as it was before this batch) at least as far
-        from the center, ``(1 + #{buffer >= d}) / (n_buffer + 1)``; small is unusual. While
-        the cluster's buffer holds fewer than 20 members, the same share among every
-        cluster's recent members pooled; 1.0 while the model holds fewer than 20
-        (``docs/novelty.md``).
+        How typical each row is, in (0, 1]: the share of the model's recent records (every
+        cluster's novelty buffer, pooled, as it was before this batch) whose base score is
+        at least the row's, ``(1 + #{pool >= s}) / (n_pool + 1)``; small is unusual. The
+        base score is the row's mean squared kernel distance to its 20 nearest support rows
+        of its two nearest clusters; 1.0 while the pool holds fewer than 20 values. Without
+        support rows (explicit centers: the linear kernel, graph kernels), the share of the
+        row's cluster's recent members at least as far from the center (``docs/novelty.md``).
     outliers : ndarray of shape (n,), bool
         Rows whose novelty is at most the model's ``outlier_alpha`` (all False when it is
         None). With ``outliers="exclude"`` they did not move the centers.

@@ -106,3 +106,84 @@ def push_members(labels, sq_dist, ring, ordered, heads, sizes):  # pragma: no co
             out += 1
             a += 1
         ordered[j, :] = merged
+
+
+@njit(cache=True, nogil=True)
+def nearest_support_means(kblock, first, second, lo, hi, x_diag, s_diag, m,
+                          out):  # pragma: no cover
+    """out[i] = mean of the ``m`` smallest squared feature distances from row i to the
+    support rows of its nearest and second-nearest clusters ``first[i]`` and ``second[i]``
+    (columns ``lo[j]:hi[j]`` of ``kblock``; ``second[i]`` = -1: the nearest only),
+    ``x_diag[i] + s_diag[s] - 2 kblock[i, s]`` clipped at 0; all of them when those
+    supports hold fewer than ``m``, 0.0 when they hold none.
+
+    Only ``s_diag - 2 kblock`` is compared (the row's own ``x_diag`` adds the same to every
+    distance). Per row, without a sort: the row's values are gathered into a buffer; split
+    into ``m`` groups, the largest of the groups' minima is at least the ``m``-th smallest
+    value (the minima are ``m`` distinct entries), so only values at most that bound are
+    kept, and the bound is taken again over the kept ones while more than ``2 m`` are
+    left; the ``m`` smallest of the last few are held in a small array whose largest a
+    smaller value replaces.
+    """
+    n = kblock.shape[0]
+    widest = 0
+    for j in range(lo.shape[0]):
+        widest = max(widest, hi[j] - lo[j])
+    buf = np.empty(2 * widest + 1, dtype=np.float64)
+    best = np.empty(max(m, 1), dtype=np.float64)
+    for i in range(n):
+        c = 0
+        for seg in range(2):
+            j = first[i] if seg == 0 else second[i]
+            if j < 0:
+                continue
+            for t in range(lo[j], hi[j]):
+                buf[c] = np.float64(s_diag[t]) - 2.0 * np.float64(kblock[i, t])
+                c += 1
+        if c == 0:
+            out[i] = 0.0
+            continue
+        size = min(m, c)
+        while c > 2 * size:
+            g = c // size
+            bound = -np.inf
+            for q in range(size):
+                a = q * g
+                e = a + g if q < size - 1 else c
+                low = buf[a]
+                for t in range(a + 1, e):
+                    low = min(low, buf[t])
+                bound = max(bound, low)
+            kept = 0
+            for t in range(c):
+                v = buf[t]
+                if v <= bound:
+                    buf[kept] = v
+                    kept += 1
+            if kept == c:  # ties at the bound: nothing more to drop
+                break
+            c = kept
+        for t in range(size):
+            best[t] = buf[t]
+        if c > size:
+            worst = best[0]
+            at = 0
+            for u in range(1, size):
+                if best[u] > worst:
+                    worst = best[u]
+                    at = u
+            for t in range(size, c):
+                v = buf[t]
+                if v < worst:
+                    best[at] = v
+                    worst = best[0]
+                    at = 0
+                    for u in range(1, size):
+                        if best[u] > worst:
+                            worst = best[u]
+                            at = u
+        total = 0.0
+        xi = np.float64(x_diag[i])
+        for t in range(size):
+            total += max(xi + best[t], 0.0)
+        out[i] = total / size

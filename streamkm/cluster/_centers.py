@@ -17,6 +17,7 @@ from streamkm._core.raw_rows import RawRows, raw_from_arrays, raw_to_arrays, sta
 from streamkm._core.threads import block_threads, row_chunks, run_row_chunks, step_threads
 from streamkm._numba import centers as _nc
 from streamkm._numba import kernels as _nk
+from streamkm._numba import novelty as _nn
 from streamkm.cluster._explicit_centers import ExplicitCenters
 from streamkm.cluster._step_rules import (
     Screen,
@@ -320,6 +321,9 @@ class SupportCenters:
         second = np.empty(b, dtype=np.int64)
         second_d = np.empty(b, dtype=x.dtype)
         own_old = np.empty((b, int((hi - lo).max())), dtype=x.dtype) if update else None
+        neighbours = int(getattr(screen, "neighbours", 0) or 0)
+        support_scores = np.empty(b) if neighbours else None
+        support_diag = self.kernel.diagonal(self.rows) if neighbours else None
         with step_threads():
             threads = block_threads(b, self.rows.shape[0])
             chunks = row_chunks(b, self.rows.shape[0], threads)
@@ -336,6 +340,9 @@ class SupportCenters:
                     second[a:e], second_d[a:e])
                 if own_old is not None:
                     _nc.copy_own_segment(kb, labels[a:e], lo, hi, own_old[a:e])
+                if support_scores is not None:
+                    _nn.nearest_support_means(kb, labels[a:e], second[a:e], lo, hi, diag[a:e],
+                                              support_diag, neighbours, support_scores[a:e])
 
             run_row_chunks(assign, chunks, threads)
             before = float(totals.sum()) / b
@@ -346,7 +353,7 @@ class SupportCenters:
                 batch_counts = _weighted_counts(labels, k, sample_weight)
                 weighted_b = int(batch_counts.sum())
                 before = _weighted_mean(mind, sample_weight)
-            kept = _kept_rows(None if screen is None else screen(labels, mind))
+            kept = _kept_rows(None if screen is None else screen(labels, mind, support_scores))
             if not update:
                 return StepOutcome(labels, mind, batch_counts, before, None, second, second_d)
             update_counts = batch_counts

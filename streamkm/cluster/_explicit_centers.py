@@ -73,7 +73,7 @@ class ExplicitCenters:
         k = self.n_clusters
         labels, mind, before, second, second_d = _assign(diag, x @ self.centers.T,
                                                          self.center_sq_norms, x.dtype)
-        kept = _kept_rows(None if screen is None else screen(labels, mind))
+        kept = _kept_rows(None if screen is None else screen(labels, mind, None))
         if sample_weight is not None or kept is not None:
             batch_counts, before, after = self._weighted_step(
                 x, diag, labels, mind, learning_rate=learning_rate, counts=counts,

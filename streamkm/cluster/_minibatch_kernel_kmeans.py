@@ -31,7 +31,12 @@ from streamkm.cluster._inputs import check_raw, check_sample_weight
 from streamkm.cluster._kernel_refresh import (RESERVOIR_ROWS, RowReservoir, refresh_model_kernel,
                                               refresh_reason)
 from streamkm.cluster._monitor import ConvergenceMonitor
-from streamkm.cluster._novelty import NoveltyBuffers, NoveltyMixin, confidence_fields
+from streamkm.cluster._novelty import (
+    SCORE_PREFIX,
+    NoveltyBuffers,
+    NoveltyMixin,
+    confidence_fields,
+)
 from streamkm.cluster._params import PARAMETER_RULES, PARAMETERS, relations_problem
 from streamkm.cluster._state import model_from_state, model_state
 from streamkm.cluster._seeding import kernel_farthest_traversal, kernel_kmeans_plusplus
@@ -169,7 +174,9 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         move centers (nor enter their support); ``"learn"``: they are learnt like any
         record. Every assigned record enters its cluster's novelty buffer either way.
     novelty_window : int, default=256
-        Recent members' squared kernel distances kept per cluster for the novelty score.
+        Recent members' novelty base scores (and squared distances to the center, for
+        births) kept per cluster; the novelty score is calibrated against all clusters'
+        values pooled.
     label_outliers : bool, default=False
         When True (and ``outlier_alpha`` is set), :meth:`predict` and ``labels_`` give -1
         for flagged records, as DBSCAN does for noise. Step reports keep the clusters.
@@ -359,7 +366,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
     # ------------------------------------------------------------------ initialisation
     def _reset(self) -> None:
         for name in ("_centers", "_kernel_spec", "_monitor", "_rng", "_drift", "_reservoir",
-                     "_pending_events", "_novelty"):
+                     "_pending_events", "_novelty", "_novelty_scores"):
             self.__dict__.pop(name, None)
 
     def _initialize(self, sample: np.ndarray, rng: np.random.Generator,
@@ -416,6 +423,8 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         self.improvement_ = None
         self.init_objective_ = best_objective
         self._novelty = NoveltyBuffers.empty(int(self.novelty_window), np.arange(k))
+        self._novelty_scores = NoveltyBuffers.empty(int(self.novelty_window), np.arange(k),
+                                                    SCORE_PREFIX)
         self._remember_frozen_params()
         policy = self._drift_policy()
         if policy is not None:
@@ -461,7 +470,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         self.labels_ = np.argmin(sq_distances, axis=1).astype(np.int64)
         nearest = sq_distances[np.arange(n), self.labels_]
         self.inertia_ = float(nearest.sum(dtype=np.float64))
-        self.labels_ = self._labels_with_outliers(self.labels_, self._flagged(self.labels_, nearest))
+        self.labels_ = self._labels_with_outliers(self.labels_, self._flagged(x, sq_distances))
         return self
 
     def partial_fit(self, X: Any, y: Any = None,
@@ -525,7 +534,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         report = self._learn(self._kernel_spec.prepare(x), raw, weights)
         if self._kernel_spec.kind.fitted:
             report = self._follow_stream(report, x, raw)
-        self._novelty_buffers().forget_rebuilt(report.events)
+        self._forget_rebuilt(report.events)
         return report
 
     def _follow_stream(self, report: StepReport, x: np.ndarray, raw: RawRows | None
@@ -555,7 +564,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         the ``kernel_refreshed`` event and the splits it led to (``split_cluster``: the
         cluster of two groups an input-split refit compares its candidates with split)."""
         events = refresh_model_kernel(self, reason, new_rows, split_cluster)
-        self._novelty_buffers().forget_rebuilt(events)
+        self._forget_rebuilt(events)
         return events
 
     def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
@@ -572,10 +581,12 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             **({} if weights is None else {"sample_weight": weights}),
         )
         drift = self.__dict__.get("_drift")
-        screen.buffers.push(outcome.labels, outcome.min_sq_distances if drift is None else
-                            capped_distances(outcome.labels, outcome.min_sq_distances,
-                                             screen.outliers, screen.buffers,
-                                             self.outlier_alpha or 0.0))
+        pushed = [(screen.buffers, outcome.min_sq_distances)]
+        if screen.neighbours:  # base scores of support rows exist only with outlier_alpha
+            pushed.append((screen.score_buffers, screen.scores))
+        for buffers, values in pushed:
+            buffers.push(outcome.labels, values if drift is None else capped_distances(
+                outcome.labels, values, screen.outliers, buffers, self.outlier_alpha or 0.0))
         self.counts_ += outcome.batch_counts
         self.n_steps_ += 1
         improvement = None
@@ -599,7 +610,8 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
                 step=self.n_steps_, labels=outcome.labels,
                 sq_distances=outcome.min_sq_distances, x=x, raw=raw, centers=self._centers,
                 counts=self.counts_, kernel=self._kernel_spec, outliers=screen.outliers,
-                buffers=screen.buffers, alpha=self.outlier_alpha)
+                buffers=screen.buffers, alpha=self.outlier_alpha,
+                learn_tail=self._tail_learner(screen.score_buffers))
             if drift.active and event != "converged" and self._monitor.wake():
                 event = "woke"
                 events.append({"event": "woke", "step": self.n_steps_,
@@ -635,7 +647,7 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         if drift is not None:
             spreads_before = drift.window_spreads(self._centers, self._kernel_spec)
         self._centers.reproject(rows)
-        self._novelty_buffers().forget(self._position_ids())
+        self._forget_all_novelty()
         self.n_features_in_ = int(rows.shape[1])
         self.__dict__.pop("feature_names_in_", None)
         if drift is not None:

@@ -1,17 +1,29 @@
 """Novelty of each record, the outlier flag and the confidence of an assignment.
 
-Each cluster keeps a bounded buffer of its recent members' squared kernel distances to
-their center (the ``novelty_window`` newest, every assigned row, flagged or not). A
-record's novelty is the conformal p-value of its distance against its cluster's buffer as
-it was before the record's batch: ``(1 + #{buffer >= d}) / (n + 1)``, the share of recent
-members at least as far from the center, in (0, 1]; small means unusual. A cluster whose
-buffer holds fewer than :data:`MIN_MEMBERS` values scores its records against the pooled
-buffers of all clusters (the model-wide distribution of members' distances) instead; only
-while the whole model holds fewer than :data:`MIN_MEMBERS` values is every record 1.0.
+A record's base score is its mean squared kernel distance to its :data:`NEIGHBOURS`
+nearest support rows, over every cluster's support (the rows the centers are made of, the
+model's recent sample of the stream): ``K(x, x) + K(s, s) - 2 K(x, s)``, from the block
+``K(batch, supports)`` the step computes for the center distances anyway. The score is
+computed before the record's batch joins the supports (prequential).
 
+Each cluster keeps a bounded buffer of its recent members' base scores (the
+``novelty_window`` newest, every assigned row, flagged or not). A record's novelty is the
+conformal p-value of its base score against all clusters' buffers pooled as they were
+before the record's batch: ``(1 + #{pool >= s}) / (n + 1)``, the share of the model's recent
+records at least as unusual, in (0, 1]; small means unusual. While the pool holds fewer
+than :data:`MIN_MEMBERS` values every record is 1.0.
+
+A model without support rows (explicit centers: the linear kernel, and the graph kernels'
+feature maps) scores a record by its squared distance to its assigned center, against that
+cluster's own buffer of recent members' distances (against the pool while the cluster holds
+fewer than :data:`MIN_MEMBERS`): pooled, one cluster's moving center shifts every other
+cluster's calibration too.
+
+A second set of buffers, of the members' squared distances to their centers, serves
+drift handling (births compare a group of flagged rows with their cluster's members).
 Buffers are keyed by stable cluster id. When a cluster's center is rebuilt rather than
-moved (both halves of a drift split, the result of a merge) its buffer starts empty and
-warms up again; a kernel refit or a re-sketch, which change the feature space, empties
+moved (both halves of a drift split, the result of a merge) its buffers start empty and
+warm up again; a kernel refit or a re-sketch, which change the feature space, empties
 them all. See docs/novelty.md.
 """
 
@@ -22,15 +34,24 @@ from typing import Any
 import numpy as np
 
 from streamkm._numba import novelty as _nn
+from streamkm.cluster._centers import SupportCenters
+from streamkm.cluster._step_rules import sq_norms
 from streamkm.exceptions import StateError
 
-__all__ = ["MIN_MEMBERS", "NoveltyBuffers", "NoveltyScreen", "NoveltyMixin",
-           "confidence_fields"]
+__all__ = ["MIN_MEMBERS", "NEIGHBOURS", "NoveltyBuffers", "NoveltyScreen", "NoveltyMixin",
+           "confidence_fields", "support_scores"]
 
 #: Values a cluster's buffer must hold before its records are scored against it (before:
 #: against the pool of all clusters' buffers, or 1.0 while the pool holds fewer).
 MIN_MEMBERS = 20
+#: Support rows whose mean squared kernel distance to a record is its base score (the
+#: neighbourhood size of scikit-learn's LocalOutlierFactor default).
+NEIGHBOURS = 20
 _PREFIX = "novelty_"
+#: State prefix of the buffers of base scores.
+SCORE_PREFIX = "novelty_score_"
+#: Rows of a kernel block computed at once by :func:`support_scores`, times the supports.
+_BLOCK_ELEMENTS = 1 << 22
 
 
 class NoveltyBuffers:
@@ -42,7 +63,8 @@ class NoveltyBuffers:
     """
 
     def __init__(self, window: int, ids: np.ndarray, ring: np.ndarray, heads: np.ndarray,
-                 sizes: np.ndarray) -> None:
+                 sizes: np.ndarray, prefix: str = _PREFIX) -> None:
+        self.prefix = prefix
         self.window = int(window)
         self.ids = np.array(ids, dtype=np.int64)
         self.ring = np.ascontiguousarray(ring, dtype=np.float64)
@@ -51,11 +73,11 @@ class NoveltyBuffers:
         self.ordered = np.sort(self.ring, axis=1)
 
     @classmethod
-    def empty(cls, window: int, ids: np.ndarray) -> NoveltyBuffers:
-        """Empty buffers for the clusters ``ids``."""
+    def empty(cls, window: int, ids: np.ndarray, prefix: str = _PREFIX) -> NoveltyBuffers:
+        """Empty buffers for the clusters ``ids`` (``prefix``: of their state arrays)."""
         k = len(ids)
         return cls(window, ids, np.full((k, int(window)), np.inf), np.zeros(k, np.int64),
-                   np.zeros(k, np.int64))
+                   np.zeros(k, np.int64), prefix)
 
     def align(self, ids: np.ndarray) -> None:
         """Reorder the buffers to the clusters ``ids`` (position j holds cluster ids[j]):
@@ -98,6 +120,14 @@ class NoveltyBuffers:
             out[warming] = pooled_pvalues(pool, sq_distances[warming])
         return out
 
+    def pooled_pvalues(self, scores: np.ndarray) -> np.ndarray:
+        """Novelty (float64 in (0, 1]) of rows with base ``scores`` against every cluster's
+        values pooled; 1.0 while the pool holds fewer than :data:`MIN_MEMBERS`."""
+        held = int(self.sizes.sum())
+        if held < MIN_MEMBERS:
+            return np.ones(np.shape(scores)[0])
+        return pooled_pvalues(np.sort(self.ordered, axis=None)[:held], scores)
+
     def push(self, labels: np.ndarray, sq_distances: np.ndarray) -> None:
         """Add every row's distance to its cluster's buffer (in row order)."""
         _nn.push_members(labels, sq_distances, self.ring, self.ordered, self.heads, self.sizes)
@@ -128,19 +158,20 @@ class NoveltyBuffers:
         """Plain arrays and metadata (see :meth:`from_state`); slots not yet written are
         stored as 0, so every value in the state is finite."""
         ring = np.where(self._written(), self.ring, 0.0)
-        arrays = {_PREFIX + "ids": self.ids, _PREFIX + "ring": ring,
-                  _PREFIX + "heads": self.heads, _PREFIX + "sizes": self.sizes}
+        p = self.prefix
+        arrays = {p + "ids": self.ids, p + "ring": ring, p + "heads": self.heads,
+                  p + "sizes": self.sizes}
         return arrays, {"window": self.window}
 
     @classmethod
-    def from_state(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]
-                   ) -> NoveltyBuffers:
+    def from_state(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any],
+                   prefix: str = _PREFIX) -> NoveltyBuffers:
         """Rebuild buffers from :meth:`to_state` output, bit for bit."""
         window = int(meta["window"])
-        ring = arrays[_PREFIX + "ring"]
-        ids = arrays[_PREFIX + "ids"]
-        sizes = arrays[_PREFIX + "sizes"]
-        heads = arrays[_PREFIX + "heads"]
+        ring = arrays[prefix + "ring"]
+        ids = arrays[prefix + "ids"]
+        sizes = arrays[prefix + "sizes"]
+        heads = arrays[prefix + "heads"]
         k = ids.shape[0]
         if (ring.shape != (k, window) or sizes.shape != (k,) or heads.shape != (k,)
                 or np.any(sizes < 0) or np.any(sizes > window) or np.any(heads < 0)
@@ -151,27 +182,82 @@ class NoveltyBuffers:
             )
         written = np.arange(window)[None, :] < sizes[:, None]
         return cls(window, ids.copy(), np.where(written, ring, np.inf), heads.copy(),
-                   sizes.copy())
+                   sizes.copy(), prefix)
 
 
 class NoveltyScreen:
-    """Called by a center store between assignment and update: scores the batch's rows,
-    flags those at most ``alpha`` (none when ``alpha`` is None) and, with ``exclude``,
-    returns the flags as the rows to leave out of the update."""
+    """Called by a center store between assignment and update: scores the batch's rows
+    (their base scores against the pooled ``scores`` buffers), flags those at most
+    ``alpha`` (none when ``alpha`` is None) and, with ``exclude``, returns the flags as the
+    rows to leave out of the update. ``neighbours`` tells the store how many nearest
+    support rows make a base score: none while ``alpha`` is None (nothing is flagged, and
+    the calibrated distance to the center costs the step nothing extra)."""
 
-    def __init__(self, buffers: NoveltyBuffers, alpha: float | None, exclude: bool) -> None:
+    def __init__(self, buffers: NoveltyBuffers, scores: NoveltyBuffers, alpha: float | None,
+                 exclude: bool) -> None:
+        self.neighbours = 0 if alpha is None else NEIGHBOURS
         self.buffers = buffers
+        self.score_buffers = scores
         self.alpha = alpha
         self.exclude = exclude
+        self.scores: np.ndarray | None = None
         self.novelty: np.ndarray | None = None
         self.outliers: np.ndarray | None = None
 
-    def __call__(self, labels: np.ndarray, sq_distances: np.ndarray) -> np.ndarray | None:
-        self.novelty = self.buffers.pvalues(labels, sq_distances)
+    def __call__(self, labels: np.ndarray, sq_distances: np.ndarray,
+                 support: np.ndarray | None = None) -> np.ndarray | None:
+        self.scores = np.asarray(sq_distances if support is None else support,
+                                 dtype=np.float64)
+        if support is None:  # no support rows: the distance, against the cluster's own
+            self.novelty = self.buffers.pvalues(labels, self.scores)
+        else:
+            self.novelty = self.score_buffers.pooled_pvalues(self.scores)
         self.outliers = flag_outliers(self.novelty, self.alpha)
         if self.exclude and self.outliers.any():
             return self.outliers
         return None
+
+
+def support_scores(centers: Any, x: np.ndarray, labels: np.ndarray, second: np.ndarray,
+                   m: int = NEIGHBOURS) -> np.ndarray | None:
+    """Base score of each prepared row of ``x``: the mean squared kernel distance to its
+    ``m`` nearest support rows among those of its nearest and second-nearest centers
+    ``labels`` and ``second`` (-1: none) in ``centers``; None for a store without support
+    rows. A block of rows at a time."""
+    if not isinstance(centers, SupportCenters):
+        return None
+    rows = centers.rows
+    kernel = centers.kernel
+    out = np.empty(x.shape[0])
+    s_diag = kernel.diagonal(rows)
+    x_sq = sq_norms(x)
+    lo, hi = centers.offsets[:-1], centers.offsets[1:]
+    step = max(1, _BLOCK_ELEMENTS // max(rows.shape[0], 1))
+    for a in range(0, x.shape[0], step):
+        e = min(a + step, x.shape[0])
+        block = np.ascontiguousarray(kernel.block(x[a:e], rows, x_sq=x_sq[a:e],
+                                                  y_sq=centers.row_sq_norms))
+        _nn.nearest_support_means(block, labels[a:e], second[a:e], lo, hi,
+                                  kernel.diagonal(x[a:e]), s_diag, int(m), out[a:e])
+    return out
+
+
+def two_nearest(distances: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                  np.ndarray]:
+    """Nearest and second-nearest center of each row of ``distances`` (n, k) and their
+    distances (second -1 and +inf with one center)."""
+    n, k = distances.shape
+    rows = np.arange(n)
+    labels = np.argmin(distances, axis=1).astype(np.int64)
+    nearest = distances[rows, labels]
+    if k > 1:
+        rest = distances.copy()
+        rest[rows, labels] = np.inf
+        second = np.argmin(rest, axis=1).astype(np.int64)
+        second_sq = rest[rows, second]
+    else:
+        second, second_sq = np.full(n, -1, dtype=np.int64), np.full(n, np.inf)
+    return labels, nearest, second, second_sq
 
 
 def pooled_pvalues(pool: np.ndarray, sq_distances: np.ndarray) -> np.ndarray:
@@ -218,7 +304,8 @@ class NoveltyMixin:
         return drift.cluster_ids
 
     def _novelty_buffers(self) -> NoveltyBuffers:
-        """The buffers, aligned to the clusters' positions (empty when the state had none)."""
+        """The buffers of members' center distances, aligned to the clusters' positions
+        (empty when the state had none)."""
         buffers = self.__dict__.get("_novelty")
         ids = self._position_ids()
         if buffers is None:
@@ -226,9 +313,30 @@ class NoveltyMixin:
         buffers.align(ids)
         return buffers
 
+    def _novelty_score_buffers(self) -> NoveltyBuffers:
+        """The buffers of members' base scores, aligned to the clusters' positions (empty
+        when the state had none)."""
+        buffers = self.__dict__.get("_novelty_scores")
+        ids = self._position_ids()
+        if buffers is None:
+            buffers = self._novelty_scores = NoveltyBuffers.empty(
+                int(self.novelty_window), ids, SCORE_PREFIX)
+        buffers.align(ids)
+        return buffers
+
+    def _forget_rebuilt(self, events: Any) -> None:
+        """Empty both buffer sets of the clusters the ``events`` rebuilt."""
+        self._novelty_buffers().forget_rebuilt(events)
+        self._novelty_score_buffers().forget_rebuilt(events)
+
+    def _forget_all_novelty(self) -> None:
+        """Empty every buffer (the feature space changed)."""
+        self._novelty_buffers().forget(self._position_ids())
+        self._novelty_score_buffers().forget(self._position_ids())
+
     def _novelty_screen(self) -> NoveltyScreen:
-        return NoveltyScreen(self._novelty_buffers(), self.outlier_alpha,
-                             self.outliers == "exclude")
+        return NoveltyScreen(self._novelty_buffers(), self._novelty_score_buffers(),
+                             self.outlier_alpha, self.outliers == "exclude")
 
     def _labels_with_outliers(self, labels: np.ndarray, outliers: np.ndarray) -> np.ndarray:
         """``labels`` with -1 for flagged rows when ``label_outliers`` is set."""
@@ -236,50 +344,67 @@ class NoveltyMixin:
             return labels
         return np.where(outliers, -1, labels).astype(np.int64)
 
-    def _flagged(self, labels: np.ndarray, sq_distances: np.ndarray) -> np.ndarray:
-        """Rows at ``sq_distances`` from their centers ``labels`` whose novelty is at most
-        ``outlier_alpha`` (none when it is None)."""
+    def _novelty_of(self, x: np.ndarray, distances: np.ndarray) -> np.ndarray:
+        """Novelty of prepared rows ``x`` at squared kernel ``distances`` (n, k) from the
+        centers, against the current supports and buffers."""
+        labels, nearest, second, _ = two_nearest(distances)
+        base = (None if self.outlier_alpha is None
+                else support_scores(self._centers, x, labels, second))  # type: ignore[attr-defined]
+        if base is None:
+            return self._novelty_buffers().pvalues(labels, nearest)
+        return self._novelty_score_buffers().pooled_pvalues(base)
+
+    def _prepared(self, X: Any) -> np.ndarray:
+        self._check_fitted()  # type: ignore[attr-defined]
+        return self._kernel_spec.prepare(self._check_input(X))  # type: ignore[attr-defined]
+
+    def _tail_learner(self, scores: NoveltyBuffers) -> Any:
+        """``learn_tail`` for drift handling: a group of flagged rows found to be a
+        cluster's own tail joins that cluster's buffer of base scores (as its center
+        distances join the other buffer), scored against the centers as they are."""
+        def learn_tail(position: int, rows: np.ndarray) -> None:
+            distances = self._chunked_distances(self._centers, rows)  # type: ignore[attr-defined]
+            labels, nearest, second, _ = two_nearest(distances)
+            base = support_scores(self._centers, rows, labels, second)  # type: ignore[attr-defined]
+            scores.push(np.full(rows.shape[0], position, dtype=np.int64),
+                        nearest if base is None else base)
+        return learn_tail
+
+    def _flagged(self, x: np.ndarray, distances: np.ndarray) -> np.ndarray:
+        """Prepared rows ``x`` at squared kernel ``distances`` (n, k) from the centers
+        whose novelty is at most ``outlier_alpha`` (none when it is None)."""
         if self.outlier_alpha is None:
-            return np.zeros(labels.shape[0], dtype=bool)
-        return flag_outliers(self._novelty_buffers().pvalues(labels, sq_distances),
-                             self.outlier_alpha)
+            return np.zeros(distances.shape[0], dtype=bool)
+        return flag_outliers(self._novelty_of(x, distances), self.outlier_alpha)
 
     def _nearest_with_novelty(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Nearest center of each row of X and the row's novelty."""
-        distances = self._sq_distances(X)  # type: ignore[attr-defined]
-        labels = np.argmin(distances, axis=1).astype(np.int64)
-        nearest = distances[np.arange(labels.shape[0]), labels]
-        return labels, self._novelty_buffers().pvalues(labels, nearest)
+        x = self._prepared(X)
+        distances = self._chunked_distances(self._centers, x)  # type: ignore[attr-defined]
+        return np.argmin(distances, axis=1).astype(np.int64), self._novelty_of(x, distances)
 
     def score_samples(self, X: Any) -> np.ndarray:
-        """Novelty of each row of X: the share of its nearest cluster's recent members at
-        least as far from the center (float64 in (0, 1]; higher is more typical, the
-        convention of scikit-learn's outlier detectors). A cluster with fewer than 20 recent
-        members scores against all clusters' recent members pooled; 1.0 while the model
-        holds fewer than 20. Learns nothing (docs/novelty.md)."""
+        """Novelty of each row of X: the share of the model's recent records whose base
+        score (mean squared kernel distance to the 20 nearest support rows) is at least the
+        row's; without support rows (explicit centers), the share of its cluster's recent
+        members at least as far from the center (float64 in (0, 1]; higher is more
+        typical, the convention of scikit-learn's outlier detectors). 1.0 while the model holds fewer than 20 recent scores. A row that is
+        itself a support row counts itself among its neighbours. Learns nothing
+        (docs/novelty.md)."""
         return self._nearest_with_novelty(X)[1]
 
-    def novelty_fields(self, distances: np.ndarray) -> dict[str, np.ndarray]:
-        """The assignment and novelty fields of rows given their squared distances to every
-        center (``transform(X)``), against the current buffers; learns nothing.
+    def novelty_fields(self, distances: np.ndarray, X: Any) -> dict[str, np.ndarray]:
+        """The assignment and novelty fields of the rows of ``X`` given their squared
+        distances to every center (``transform(X)``), against the current supports and
+        buffers; learns nothing.
 
         Returns ``labels``, ``sq_distances`` (to the nearest center), ``novelty``,
         ``outliers`` (at ``outlier_alpha``), ``second_labels``, ``second_cluster_ids`` and
         ``margins``, with the meaning of the :class:`~streamkm.model.StepReport` fields.
         """
         distances = np.asarray(distances)
-        n, k = distances.shape
-        rows = np.arange(n)
-        labels = np.argmin(distances, axis=1).astype(np.int64)
-        nearest = distances[rows, labels]
-        if k > 1:
-            rest = distances.copy()
-            rest[rows, labels] = np.inf
-            second = np.argmin(rest, axis=1).astype(np.int64)
-            second_sq = rest[rows, second]
-        else:
-            second, second_sq = np.full(n, -1, dtype=np.int64), np.full(n, np.inf)
-        novelty = self._novelty_buffers().pvalues(labels, nearest)
+        labels, nearest, second, second_sq = two_nearest(distances)
+        novelty = self._novelty_of(self._prepared(X), distances)
         return {"labels": labels, "sq_distances": nearest, "novelty": novelty,
                 "outliers": flag_outliers(novelty, self.outlier_alpha),
                 **confidence_fields(second, second_sq, nearest, self._position_ids())}

@@ -14,7 +14,7 @@ from streamkm._version import __version__
 from streamkm.cluster._centers import ExplicitCenters, SupportCenters
 from streamkm.cluster._kernel_refresh import RowReservoir
 from streamkm.cluster._monitor import ConvergenceMonitor
-from streamkm.cluster._novelty import NoveltyBuffers
+from streamkm.cluster._novelty import SCORE_PREFIX, NoveltyBuffers
 from streamkm.exceptions import StateError
 from streamkm.kernels import KernelSpec
 from streamkm.kernels._decision import AutoDecision
@@ -69,6 +69,8 @@ def model_state(model: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays.update(reservoir_arrays)
     novelty_arrays, meta["novelty"] = model._novelty_buffers().to_state()
     arrays.update(novelty_arrays)
+    score_arrays, meta["novelty_scores"] = model._novelty_score_buffers().to_state()
+    arrays.update(score_arrays)
     return {name: np.array(value, copy=True) for name, value in arrays.items()}, meta
 
 
@@ -131,6 +133,9 @@ def model_from_state(cls: type, arrays: dict[str, np.ndarray], meta: dict[str, A
                                                        model._dtype)
         if meta.get("novelty") is not None:  # states written before novelty: empty buffers
             model._novelty = NoveltyBuffers.from_state(arrays, meta["novelty"])
+        if meta.get("novelty_scores") is not None:  # states without them: empty buffers
+            model._novelty_scores = NoveltyBuffers.from_state(
+                arrays, meta["novelty_scores"], SCORE_PREFIX)
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, StateError):
             raise

@@ -15,9 +15,12 @@ from streamkm.exceptions import ValidationError
 
 __all__ = ["Screen", "StepOutcome", "learning_rates", "sq_norms"]
 
-#: ``screen(labels, sq_distances) -> excluded`` is called by a step between assignment and
-#: update: a boolean mask of the batch rows to leave out of the update, or None for none.
-Screen = Callable[[np.ndarray, np.ndarray], "np.ndarray | None"]
+#: ``screen(labels, sq_distances, support_scores) -> excluded`` is called by a step between
+#: assignment and update: a boolean mask of the batch rows to leave out of the update, or
+#: None for none. ``support_scores`` is each row's mean squared feature distance to its
+#: ``screen.neighbours`` nearest support rows (None from a store without support rows, or
+#: when the screen's ``neighbours`` is 0).
+Screen = Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], "np.ndarray | None"]
 
 
 def _check_split_raw(keeps_raw: bool, raw_a: RawRows | None, raw_b: RawRows | None) -> None:

@@ -158,7 +158,8 @@ class DriftController:
     def after_step(self, *, step: int, labels: np.ndarray, sq_distances: np.ndarray,
                    x: np.ndarray, raw: RawRows | None, centers: Any, counts: np.ndarray,
                    kernel: KernelSpec, outliers: np.ndarray | None = None,
-                   buffers: Any = None, alpha: float | None = None
+                   buffers: Any = None, alpha: float | None = None,
+                   learn_tail: Callable[[int, np.ndarray], None] | None = None
                    ) -> tuple[list[dict[str, Any]], np.ndarray]:
         """Observe one assigned batch, then split, give birth, merge and retire; return
         (events, new counts).
@@ -168,6 +169,10 @@ class DriftController:
         ``outliers`` the batch's flagged rows, which the caller left out of the novelty
         ``buffers`` (:class:`~streamkm.cluster._novelty.NoveltyBuffers`, aligned to the
         positions before this step) at level ``alpha``: they are pooled.
+        ``learn_tail(position, rows)``, when given, is called with a group of pooled rows the
+        gap test found to be the cluster's own tail (the buffers' position of the cluster),
+        as those rows' distances join its buffer: the caller adds what else it keeps of
+        recent members (their novelty base scores).
         """
         k = self.monitor.n_clusters
         batch_counts = np.bincount(labels, minlength=k)
@@ -196,7 +201,8 @@ class DriftController:
             event, counts = self._split(proposal, step, centers, counts)
             events.append(event)
         if pooling:
-            counts = self._birth(step, centers, counts, kernel, buffers, float(alpha), events)
+            counts = self._birth(step, centers, counts, kernel, buffers, float(alpha), events,
+                                 learn_tail)
         self.active = tried > 0 or bool(events)
         while centers.n_clusters > self.k_max:
             choice = smallest_ward_pair(centers.center_inner_products(), self._sizes())
@@ -225,7 +231,8 @@ class DriftController:
         self.pool.release(step, self.policy.quarantine_batches)
 
     def _birth(self, step: int, centers: Any, counts: np.ndarray, kernel: KernelSpec,
-               buffers: Any, alpha: float, events: list[dict[str, Any]]) -> np.ndarray:
+               buffers: Any, alpha: float, events: list[dict[str, Any]],
+               learn_tail: Callable[[int, np.ndarray], None] | None = None) -> np.ndarray:
         """Test the pool's largest group and append it as a new cluster if it passes."""
         if self.pool.size < self.policy.birth_rows:
             return counts
@@ -249,6 +256,8 @@ class DriftController:
         gap = self._gap(j, positions, centers, kernel, distances[:, j], alpha)
         if not gap.passed:  # the cluster's own tail: its buffer learns it
             self.n_births_refused += 1
+            if learn_tail is not None:
+                learn_tail(b, self.pool.rows[positions])
             self.pool.take(positions)
             buffers.push(np.full(positions.shape[0], b, dtype=np.int64), distances[positions, j])
             return counts

@@ -399,11 +399,12 @@ class ScaleoutWorker:
         features = None
         if isinstance(model, SketchedKernelKMeans):
             features = model.sketch(x)
-            dist = model.model_.transform(features)
+            rows = features
         else:
-            dist = model.transform(x.toarray() if is_sparse(x) else x)
+            rows = x.toarray() if is_sparse(x) else x
         engine = self._engine()
-        fields = engine.novelty_fields(dist)
+        dist = engine.transform(rows)
+        fields = engine.novelty_fields(dist, rows)
         labels, mind = fields["labels"], fields["sq_distances"]
         novelty = AssignmentNovelty(fields["novelty"], fields["outliers"],
                                     fields["second_cluster_ids"],

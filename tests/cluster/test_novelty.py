@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from streamkm import MiniBatchKernelKMeans, ParameterError
-from streamkm.cluster._novelty import MIN_MEMBERS, NoveltyBuffers
+from streamkm.cluster._novelty import MIN_MEMBERS, NEIGHBOURS, NoveltyBuffers
 
 pytestmark = pytest.mark.unit
 
@@ -32,18 +32,84 @@ def _with_far_rows(seed=10, n_far=6, dtype=np.float64):
     return x
 
 
-def test_novelty_is_a_conformal_pvalue_against_the_buffers_before_the_batch():
-    model = _warm(MiniBatchKernelKMeans(3, random_state=0, novelty_window=64))
-    buffers = [model._novelty.ordered[j, :model._novelty.sizes[j]].copy() for j in range(3)]
-    report = model.step(_with_far_rows())
+def _support_scores_reference(model, x, m=NEIGHBOURS):
+    """Base score of each row of x by plain numpy (rbf): the mean squared feature distance
+    2 - 2 exp(-gamma |x - s|^2) to its m nearest support rows of its two nearest centers."""
+    centers = model._centers
+    gamma = float(model._kernel_spec.gamma)
+    kernel = np.exp(-gamma * ((x[:, None, :] - centers.rows[None, :, :]) ** 2).sum(-1))
+    feature = np.maximum(2.0 - 2.0 * kernel, 0.0)
+    order = np.argsort(model.transform(x), axis=1, kind="stable")
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        cols = np.concatenate([np.arange(centers.offsets[j], centers.offsets[j + 1])
+                               for j in order[i, :2]])
+        out[i] = np.sort(feature[i, cols])[:m].mean()
+    return out
+
+
+def _pool(buffers):
+    return np.concatenate([buffers.ordered[j, :buffers.sizes[j]]
+                           for j in range(buffers.sizes.shape[0])])
+
+
+def _exact_where_unambiguous(novelty, pool, scores):
+    """``novelty`` and the conformal p-values of the reference ``scores`` against ``pool``,
+    on the rows whose score is not within rounding of a pool value (there the engine's
+    and numpy's last bits decide the count)."""
+    pool = np.sort(pool)
+    rank = np.searchsorted(pool, scores, side="left")
+    near = np.zeros(scores.shape[0], dtype=bool)
+    for shift in (-1, 0):
+        at = np.clip(rank + shift, 0, pool.shape[0] - 1)
+        near |= np.isclose(pool[at], scores, rtol=1e-9, atol=0.0)
+    assert near.mean() < 0.05
+    expected = (1 + pool.shape[0] - rank) / (pool.shape[0] + 1)
+    return novelty[~near], expected[~near]
+
+
+def test_novelty_is_a_conformal_pvalue_of_the_support_score_against_the_pooled_buffers():
+    # outliers="learn": the far rows are flagged yet learnt as every other row
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0, novelty_window=64,
+                                        outlier_alpha=0.02, outliers="learn"))
+    pool = _pool(model._novelty_scores)
+    x = _with_far_rows()
+    scores = _support_scores_reference(model, x)
+    report = model.step(x)
     assert report.novelty.dtype == np.float64 and report.novelty.shape == (600,)
-    for i in range(0, 600, 37):
-        values = buffers[report.labels[i]]
-        expected = (1 + (values >= float(report.sq_distances[i])).sum()) / (values.shape[0] + 1)
-        assert report.novelty[i] == expected
-    assert (report.novelty[:6] == 1 / 65).all()  # farther than every recent member
-    assert not report.outliers.any()  # outlier_alpha=None flags nothing
-    assert model._novelty.sizes.tolist() == [64, 64, 64]  # the batch entered the buffers
+    for j in range(3):  # each cluster's buffer holds its newest 64 scores of the batch
+        mine = scores[report.labels == j][-64:]
+        held = model._novelty_scores.ordered[j, :64]
+        np.testing.assert_allclose(held, np.sort(mine), rtol=1e-9)
+    np.testing.assert_array_equal(*_exact_where_unambiguous(report.novelty, pool, scores))
+    assert (report.novelty[:6] == 1 / (3 * 64 + 1)).all()  # beyond every recent score
+    assert report.outliers[:6].all()
+    assert model._novelty.sizes.tolist() == [64, 64, 64]  # the batch entered both sets
+    assert model._novelty_scores.sizes.tolist() == [64, 64, 64]
+
+
+def test_score_samples_matches_the_numpy_reference_and_learns_nothing():
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=0.01))
+    x = _with_far_rows(seed=12)
+    pool = np.sort(_pool(model._novelty_scores))
+    state = model.get_state()[0]
+    novelty = model.score_samples(x)
+    scores = _support_scores_reference(model, x)
+    np.testing.assert_array_equal(*_exact_where_unambiguous(novelty, pool, scores))
+    assert (novelty[:6] == 1 / (pool.shape[0] + 1)).all()
+    for key, value in model.get_state()[0].items():
+        np.testing.assert_array_equal(value, state[key])
+
+
+def test_with_the_linear_kernel_the_score_is_the_distance_against_the_clusters_own_members():
+    model = _warm(MiniBatchKernelKMeans(3, kernel="linear", random_state=0))
+    buffers = model._novelty_buffers()
+    held = [np.sort(buffers.ring[j, :buffers.sizes[j]]) for j in range(3)]
+    assert min(h.shape[0] for h in held) >= MIN_MEMBERS
+    report = model.step(_with_far_rows())
+    reference = np.array([(1 + (held[j] >= float(d)).sum()) / (held[j].shape[0] + 1)
+                          for j, d in zip(report.labels, report.sq_distances)])
+    np.testing.assert_array_equal(report.novelty, reference)
 
 
 def test_a_new_model_gives_one_until_its_clusters_have_enough_members():
@@ -104,8 +170,25 @@ def test_without_outlier_alpha_and_with_learn_the_model_learns_identically():
                                         outliers="learn"), n_batches=6)
     a1, _ = plain.get_state()
     a2, _ = learn.get_state()
-    for key in a1:
-        np.testing.assert_array_equal(a1[key], a2[key])
+    for key in a1:  # the base scores of support rows are kept only with outlier_alpha
+        if not key.startswith("novelty_score_"):
+            np.testing.assert_array_equal(a1[key], a2[key])
+
+
+def test_without_outlier_alpha_novelty_is_the_distance_against_the_clusters_own_members():
+    model = _warm(MiniBatchKernelKMeans(3, random_state=0, novelty_window=64))
+    buffers = model._novelty
+    x = _with_far_rows()
+    distances = model.transform(x)
+    labels = distances.argmin(axis=1)
+    nearest = distances[np.arange(x.shape[0]), labels]
+    expected = np.array([(1 + (buffers.ordered[j, :buffers.sizes[j]] >= d).sum())
+                         / (buffers.sizes[j] + 1) for j, d in zip(labels, nearest)])
+    np.testing.assert_allclose(model.score_samples(x), expected, rtol=0, atol=1e-12)
+    report = model.step(x)
+    assert not report.outliers.any()  # outlier_alpha=None flags nothing
+    assert (report.novelty[:6] == 1 / 65).all()  # farther than each cluster's 64 members
+    assert model._novelty_scores.sizes.sum() == 0
 
 
 def test_label_outliers_gives_minus_one_for_flagged_rows_only_when_asked():
@@ -211,7 +294,7 @@ def test_a_state_written_without_buffers_loads_with_empty_ones():
     model = _warm(MiniBatchKernelKMeans(3, random_state=0))
     arrays, meta = model.get_state()
     arrays = {k: v for k, v in arrays.items() if not k.startswith("novelty_")}
-    meta = {k: v for k, v in meta.items() if k != "novelty"}
+    meta = {k: v for k, v in meta.items() if not k.startswith("novelty")}
     meta["params"] = {k: v for k, v in meta["params"].items()
                       if k not in ("outlier_alpha", "outliers", "novelty_window",
                                    "label_outliers")}
@@ -221,6 +304,7 @@ def test_a_state_written_without_buffers_loads_with_empty_ones():
     np.testing.assert_array_equal(restored.predict(x), model.predict(x))
     restored.step(x)
     assert restored._novelty.sizes.sum() == 300
+    assert restored._novelty_scores.sizes.sum() == 0  # base scores only with outlier_alpha
 
 
 def _pooled_reference(pool, distances):
@@ -307,14 +391,9 @@ def test_a_drift_split_empties_both_halves_buffers_and_keeps_the_others():
     assert sizes.get(split[0]["into"][1], 0) == 0
     others = [c for c in ids.tolist() if c not in split[0]["into"]]
     assert others and all(sizes[c] > 0 for c in others)
-    buffers = model._novelty
-    pool = np.concatenate([buffers.ordered[j, :buffers.sizes[j]] for j in range(len(ids))])
     report = model.step(drifting_batches(1, CHANGE + 1)[-1][0])
     new_rows = np.isin(report.cluster_ids, split[0]["into"])
-    assert new_rows.any()
-    # warming up again: scored against every cluster's recent members pooled
-    np.testing.assert_array_equal(report.novelty[new_rows],
-                                  _pooled_reference(pool, report.sq_distances[new_rows]))
+    assert new_rows.any() and (report.novelty[new_rows] < 1.0).any()  # the pool scores them
 
 
 def test_a_kernel_refit_empties_every_buffer():

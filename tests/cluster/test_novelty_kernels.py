@@ -1,5 +1,6 @@
 """The novelty kernels against plain-numpy references: nearest and second-nearest center in
-one pass, conformal p-values by binary search, the ring buffers' update."""
+one pass, conformal p-values by binary search, the ring buffers' update, and the base score
+(mean distance to the nearest support rows of the two nearest clusters)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,41 @@ def test_pushed_buffers_stay_sorted_when_a_cluster_gets_few_or_a_whole_window(pe
         nn.push_members(labels, d, ring, ordered, heads, sizes)
         np.testing.assert_array_equal(ordered, np.sort(ring, axis=1))
     assert np.isinf(ordered[2]).all() and sizes.tolist() == [min(6 * per_batch, window)] * 2 + [0]
+
+
+def _reference_support_means(kblock, first, second, lo, hi, x_diag, s_diag, m):
+    """Mean of the m smallest x_diag + s_diag - 2 K (clipped at 0) over the columns of the
+    row's two clusters, by a full sort."""
+    out = np.empty(kblock.shape[0])
+    for i in range(kblock.shape[0]):
+        cols = np.concatenate([np.arange(lo[j], hi[j]) for j in (first[i], second[i])
+                               if j >= 0])
+        d = np.maximum(float(x_diag[i]) + s_diag[cols].astype(np.float64)
+                       - 2.0 * kblock[i, cols].astype(np.float64), 0.0)
+        out[i] = np.sort(d)[:m].mean() if cols.shape[0] else 0.0
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 3, 20])
+def test_support_means_match_a_full_sort_of_the_two_clusters_distances(dtype, m):
+    """Segments of 0, 2, 7 (under a run of eight), 19 and 150 rows; rows whose second
+    cluster is -1 (one center); many ties (rounded values) and distances clipped at 0."""
+    rng = np.random.default_rng(m)
+    sizes = np.array([0, 2, 7, 19, 150])
+    hi = np.cumsum(sizes)
+    lo = hi - sizes
+    n = 300
+    kblock = np.round(rng.random((n, int(hi[-1]))), 2).astype(dtype)
+    s_diag = (1.0 + 0.5 * rng.random(int(hi[-1]))).astype(dtype)
+    x_diag = (1.0 + 0.5 * rng.random(n)).astype(dtype)
+    kblock[:5] = 1.5  # distances below 0 before clipping
+    first = rng.integers(5, size=n).astype(np.int64)
+    second = (first + 1 + rng.integers(4, size=n)) % 5
+    second[::7] = -1
+    out = np.empty(n)
+    nn.nearest_support_means(kblock, first, second, lo, hi, x_diag, s_diag, m, out)
+    expected = _reference_support_means(kblock, first, second, lo, hi, x_diag, s_diag, m)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+    empty = (sizes[first] == 0) & ((second < 0) | (sizes[np.maximum(second, 0)] == 0))
+    assert (out[empty] == 0.0).all()

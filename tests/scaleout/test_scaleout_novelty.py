@@ -79,7 +79,7 @@ def test_a_member_scores_with_the_adopted_versions_buffers() -> None:
     leader = _leader_after(6)
     member_model = ModelVersion.from_bytes(leader.snapshot().to_bytes()).build_model()
     probe = np.vstack([_rows(300, seed=7), [[40.0, -40.0], [-35.0, 50.0]]])
-    fields = member_model.novelty_fields(member_model.transform(probe))
+    fields = member_model.novelty_fields(member_model.transform(probe), probe)
     np.testing.assert_array_equal(fields["novelty"], leader.model.score_samples(probe))
     np.testing.assert_array_equal(fields["labels"], leader.model.predict(probe))
     assert fields["outliers"][-2:].all()                   # far from every cluster
@@ -93,7 +93,8 @@ def test_a_member_scores_with_the_adopted_versions_buffers() -> None:
 
 def test_with_one_cluster_there_is_no_second_cluster_and_the_margin_is_infinite() -> None:
     model = MiniBatchKernelKMeans(1, n_init=1, random_state=0).partial_fit(_rows(100, 1))
-    fields = model.novelty_fields(model.transform(_rows(5, 2)))
+    rows = _rows(5, 2)
+    fields = model.novelty_fields(model.transform(rows), rows)
     np.testing.assert_array_equal(fields["second_labels"], np.full(5, -1))
     np.testing.assert_array_equal(fields["second_cluster_ids"], np.full(5, -1))
     assert np.isinf(fields["margins"]).all() and not fields["outliers"].any()
