@@ -52,7 +52,9 @@ def test_page_draws_flagged_records_as_crosses_and_lists_births(tmp_path: Path) 
     config = config_from_mapping({
         "source": {"paths": ["in.jsonl"], "poll_interval_ms": 5},
         "decoding": {"dim": 2},
-        "model": {"n_clusters": 3, "random_state": 0, "outlier_alpha": 0.01},
+        # a low level, so that the far records are nearly all of the flagged ones
+        "model": {"n_clusters": 3, "random_state": 0, "outlier_alpha": 0.002,
+                  "novelty_window": 512},
         # batches close by size only (the whole file is there), whatever the machine's load
         "batching": {"batch_size": BATCH, "max_wait_ms": 60_000,
                      "first_batch_wait_ms": 60_000},
