@@ -108,6 +108,16 @@ def push_members(labels, sq_dist, ring, ordered, heads, sizes):  # pragma: no co
         ordered[j, :] = merged
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _largest_at(values, size):
+    """Index of the largest of ``values[:size]`` (the first one among ties)."""
+    at = 0
+    for u in range(1, size):
+        if values[u] > values[at]:
+            at = u
+    return at
+
+
 @njit(cache=True, nogil=True)
 def nearest_support_means(kblock, first, second, lo, hi, x_diag, s_diag, m,
                           out):  # pragma: no cover
@@ -166,22 +176,12 @@ def nearest_support_means(kblock, first, second, lo, hi, x_diag, s_diag, m,
         for t in range(size):
             best[t] = buf[t]
         if c > size:
-            worst = best[0]
-            at = 0
-            for u in range(1, size):
-                if best[u] > worst:
-                    worst = best[u]
-                    at = u
+            at = _largest_at(best, size)
             for t in range(size, c):
                 v = buf[t]
-                if v < worst:
+                if v < best[at]:
                     best[at] = v
-                    worst = best[0]
-                    at = 0
-                    for u in range(1, size):
-                        if best[u] > worst:
-                            worst = best[u]
-                            at = u
+                    at = _largest_at(best, size)
         total = 0.0
         xi = np.float64(x_diag[i])
         for t in range(size):
