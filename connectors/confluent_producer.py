@@ -94,6 +94,7 @@ class ConfluentProducer:
         ck = import_confluent()
         self._timeout_s = timeout_s
         self._fatal: BaseException | None = None  # a fatal error of the producer
+        self._in_transaction = False  # begun, and neither committed nor aborted since
         self.states = BrokerStates("producer-metrics")
         self._producer = ck.Producer({**properties, "stats_cb": self.states.on_stats,
                                       "error_cb": self._on_error})
@@ -164,11 +165,17 @@ class ConfluentProducer:
         except (KeyboardInterrupt, SystemExit):
             raise
         except:  # noqa: E722 - confluent-kafka can raise a KafkaError, which is no Exception
-            # when the producer turns fatal (fenced) during the call: SystemError or the bare
-            # KafkaError; the error callback names the cause
+            # when the producer turns fatal (fenced) during the call, confluent-kafka raises
+            # the bare KafkaError or loses the error (SystemError: "returned NULL without
+            # setting an exception"): the transaction state, then the error callback, name it
             caught = sys.exc_info()[1]
-            for _ in range(_FATAL_POLLS):  # the error callback may come a moment later
-                self._producer.poll(0.1)
+            if self._fatal is None:
+                self._fatal = self._transaction_error()
+            for _ in range(0 if self._fatal is not None else _FATAL_POLLS):
+                try:
+                    self._producer.poll(0.1)
+                except Exception as exc:  # noqa: BLE001 - the fatal error, raised by poll
+                    self._fatal = exc
                 if self._fatal is not None:
                     break
             if self._fatal is None:
@@ -180,6 +187,25 @@ class ConfluentProducer:
             raise self._fatal from None
         if left:
             raise TimeoutError(f"{left} messages not acknowledged within {timeout!r} s")
+
+    def _transaction_error(self) -> BaseException | None:
+        """The error that keeps the open transaction from completing, or ``None``.
+
+        librdkafka checks its transaction state before every transactional call: inside a
+        healthy transaction ``begin_transaction`` is refused for the state alone and changes
+        nothing; after a fence or another fatal or abort-requiring error it raises that
+        error, which names the cause."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        if not self._in_transaction:
+            return None
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and (error.fatal() or error.txn_requires_abort()):
+                return exc
+        return None
 
     def metrics(self) -> dict[str, dict[str, float]]:
         """``{"producer-metrics": {"connection-count": n}}`` (brokers connected)."""
@@ -194,6 +220,7 @@ class ConfluentProducer:
     def begin_transaction(self) -> None:
         """Start a transaction."""
         self._transactional(self._producer.begin_transaction)
+        self._in_transaction = True
 
     def send_offsets_to_transaction(self, offsets: dict[Any, Any], group: Any) -> None:
         """Add the consumed ``offsets`` (``{(topic, partition): offset}``) of ``group`` (the
@@ -207,10 +234,12 @@ class ConfluentProducer:
     def commit_transaction(self) -> None:
         """Commit the open transaction."""
         self._transactional(self._producer.commit_transaction)
+        self._in_transaction = False
 
     def abort_transaction(self) -> None:
         """Abort the open transaction."""
         self._transactional(self._producer.abort_transaction)
+        self._in_transaction = False
 
     def close(self, timeout: float = 0) -> None:
         """Deliver what is queued within ``timeout`` seconds; with ``timeout=0`` drop it

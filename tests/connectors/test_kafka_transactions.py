@@ -221,6 +221,42 @@ def test_an_idle_check_tells_a_fenced_producer_and_writes_nothing(
         source.close()
 
 
+def test_a_confluent_producer_fenced_between_transactions_names_the_fence_at_its_flush(
+        kafka_broker: TansuBroker) -> None:
+    """librdkafka turns a producer fatal when the broker refuses its next transaction's
+    partitions; confluent-kafka then raises no error of its own from ``flush`` (a bare
+    ``KafkaError``, or a ``SystemError`` without one). The flush names the fence, and every
+    later transactional call raises the same error."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streamkm_connectors.confluent_producer import ConfluentProducer
+
+    topic, tid = "txn-confluent-fence", "txn-confluent-fence"
+    create_topics(kafka_broker.bootstrap, {topic: 1})
+    producer = ConfluentProducer({"bootstrap.servers": kafka_broker.bootstrap,
+                                  "transactional.id": tid, "linger.ms": 5}, timeout_s=10.0)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, value=b"committed", key=None, headers=[])
+        producer.flush(10.0)
+        producer.commit_transaction()
+        _usurp(kafka_broker.bootstrap, tid)
+        producer.begin_transaction()
+        for _ in range(5):
+            producer.send(topic, value=b"fenced", key=None, headers=[])
+        with pytest.raises(KafkaException) as raised:
+            producer.flush(10.0)
+        error = raised.value.args[0]
+        assert isinstance(error, KafkaError)
+        assert error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED), error
+        with pytest.raises(KafkaException) as again:
+            producer.commit_transaction()
+        assert again.value is raised.value
+    finally:
+        producer.close(0)
+
+
 class _BadGroupMetadata:
     """A source whose group metadata claims a generation without a member id."""
 
