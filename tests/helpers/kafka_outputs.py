@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,20 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> di
         return out
     finally:
         consumer.close(autocommit=False)
+
+
+def settled_group_offsets(bootstrap: str, group: str, topic: str, partitions: int,
+                          expected: dict[int, int], timeout: float = 30.0) -> dict[int, int]:
+    """The committed offsets of ``group`` once they equal ``expected``, or the last read
+    after ``timeout`` seconds. A transaction's offsets become visible when the coordinator
+    has written its commit markers, which it does after answering ``EndTxn``: a read right
+    after the commit may still see the previous offsets."""
+    deadline = time.monotonic() + timeout
+    while True:
+        offsets = group_offsets(bootstrap, group, topic, partitions)
+        if offsets == expected or time.monotonic() > deadline:
+            return offsets
+        time.sleep(0.5)
 
 
 def transactional_config(config: Path, transactional_id: str) -> Path:
