@@ -143,7 +143,11 @@ class ConfluentProducer:
             self._producer.produce(topic, value=value, key=key, headers=headers or None,
                                    on_delivery=future._report)
         except KafkaException as exc:
-            self._producer.poll(0)  # the error callback names a fatal error's cause
+            # a producer turned fatal refuses messages for its state (_STATE) alone: the
+            # error callback or the transaction state names the cause
+            self._producer.poll(0)
+            if self._fatal is None:
+                self._fatal = self._transaction_error()
             if self._fatal is not None and self._fatal is not exc:
                 raise self._fatal from exc
             raise

@@ -258,6 +258,42 @@ def test_a_confluent_producer_fenced_between_transactions_names_the_fence_at_its
         producer.close(0)
 
 
+def test_a_confluent_producer_fenced_between_transactions_names_the_fence_when_it_sends(
+        kafka_broker: TansuBroker) -> None:
+    """Once librdkafka knows the producer is fenced, it refuses new messages for its state
+    alone (``_STATE``, "Erroneous state"); ``send`` raises the fence instead."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streamkm_connectors.confluent_producer import ConfluentProducer
+
+    topic, tid = "txn-confluent-fence-send", "txn-confluent-fence-send"
+    create_topics(kafka_broker.bootstrap, {topic: 1})
+    producer = ConfluentProducer({"bootstrap.servers": kafka_broker.bootstrap,
+                                  "transactional.id": tid, "linger.ms": 5}, timeout_s=10.0)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, value=b"committed", key=None, headers=[])
+        producer.flush(10.0)
+        producer.commit_transaction()
+        _usurp(kafka_broker.bootstrap, tid)
+        producer.begin_transaction()
+        refused = None
+        deadline = time.monotonic() + 20
+        while refused is None and time.monotonic() < deadline:
+            try:
+                producer.send(topic, value=b"fenced", key=None, headers=[])
+            except KafkaException as exc:
+                refused = exc
+            time.sleep(0.05)
+        assert refused is not None, "the fenced producer kept taking messages"
+        error = refused.args[0]
+        assert isinstance(error, KafkaError)
+        assert error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED), error
+    finally:
+        producer.close(0)
+
+
 class _BadGroupMetadata:
     """A source whose group metadata claims a generation without a member id."""
 
