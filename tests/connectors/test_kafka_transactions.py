@@ -222,6 +222,28 @@ def test_an_idle_check_tells_a_fenced_producer_and_writes_nothing(
         source.close()
 
 
+def _confluent_producer_fenced_in_a_new_transaction(bootstrap: str, topic: str) -> Any:
+    """A confluent producer (transactional id ``topic``) that committed one transaction to
+    the new topic ``topic``, was fenced by a successor, and began another."""
+    from streamkm_connectors.confluent_producer import ConfluentProducer
+
+    create_topics(bootstrap, {topic: 1})
+    producer = ConfluentProducer({"bootstrap.servers": bootstrap, "transactional.id": topic,
+                                  "linger.ms": 5}, timeout_s=10.0)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, value=b"committed", key=None, headers=[])
+        producer.flush(10.0)
+        producer.commit_transaction()
+        _usurp(bootstrap, topic)
+        producer.begin_transaction()
+    except BaseException:
+        producer.close(0)
+        raise
+    return producer
+
+
 def test_a_confluent_producer_fenced_between_transactions_names_the_fence_at_its_flush(
         kafka_broker: TansuBroker) -> None:
     """librdkafka turns a producer fatal when the broker refuses its next transaction's
@@ -230,20 +252,9 @@ def test_a_confluent_producer_fenced_between_transactions_names_the_fence_at_its
     later transactional call raises the same error."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from streamkm_connectors.confluent_producer import ConfluentProducer
-
-    topic, tid = "txn-confluent-fence", "txn-confluent-fence"
-    create_topics(kafka_broker.bootstrap, {topic: 1})
-    producer = ConfluentProducer({"bootstrap.servers": kafka_broker.bootstrap,
-                                  "transactional.id": tid, "linger.ms": 5}, timeout_s=10.0)
+    topic = "txn-confluent-fence"
+    producer = _confluent_producer_fenced_in_a_new_transaction(kafka_broker.bootstrap, topic)
     try:
-        producer.init_transactions()
-        producer.begin_transaction()
-        producer.send(topic, value=b"committed", key=None, headers=[])
-        producer.flush(10.0)
-        producer.commit_transaction()
-        _usurp(kafka_broker.bootstrap, tid)
-        producer.begin_transaction()
         for _ in range(5):
             producer.send(topic, value=b"fenced", key=None, headers=[])
         with pytest.raises(KafkaException) as raised:
@@ -264,20 +275,9 @@ def test_a_confluent_producer_fenced_between_transactions_names_the_fence_when_i
     alone (``_STATE``, "Erroneous state"); ``send`` raises the fence instead."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from streamkm_connectors.confluent_producer import ConfluentProducer
-
-    topic, tid = "txn-confluent-fence-send", "txn-confluent-fence-send"
-    create_topics(kafka_broker.bootstrap, {topic: 1})
-    producer = ConfluentProducer({"bootstrap.servers": kafka_broker.bootstrap,
-                                  "transactional.id": tid, "linger.ms": 5}, timeout_s=10.0)
+    topic = "txn-confluent-fence-send"
+    producer = _confluent_producer_fenced_in_a_new_transaction(kafka_broker.bootstrap, topic)
     try:
-        producer.init_transactions()
-        producer.begin_transaction()
-        producer.send(topic, value=b"committed", key=None, headers=[])
-        producer.flush(10.0)
-        producer.commit_transaction()
-        _usurp(kafka_broker.bootstrap, tid)
-        producer.begin_transaction()
         refused = None
         deadline = time.monotonic() + 20
         while refused is None and time.monotonic() < deadline:
