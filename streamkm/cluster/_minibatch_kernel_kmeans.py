@@ -532,9 +532,9 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
             x = self._check_input(X)
             check_raw(self, raw, x.shape[0], first=False)
         report = self._learn(self._kernel_spec.prepare(x), raw, weights)
-        if self._kernel_spec.kind.fitted:
-            report = self._follow_stream(report, x, raw)
         self._forget_rebuilt(report.events)
+        if self._kernel_spec.kind.fitted:  # a refit recalibrates the novelty buffers itself
+            report = self._follow_stream(report, x, raw)
         return report
 
     def _follow_stream(self, report: StepReport, x: np.ndarray, raw: RawRows | None
@@ -646,8 +646,9 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         drift = self.__dict__.get("_drift")
         if drift is not None:
             spreads_before = drift.window_spreads(self._centers, self._kernel_spec)
+        before = self._novelty_scale()
         self._centers.reproject(rows)
-        self._forget_all_novelty()
+        self._rescale_novelty(before)
         self.n_features_in_ = int(rows.shape[1])
         self.__dict__.pop("feature_names_in_", None)
         if drift is not None:

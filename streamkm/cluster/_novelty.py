@@ -23,8 +23,10 @@ A second set of buffers, of the members' squared distances to their centers, ser
 drift handling (births compare a group of flagged rows with their cluster's members).
 Buffers are keyed by stable cluster id. When a cluster's center is rebuilt rather than
 moved (both halves of a drift split, the result of a merge) its buffers start empty and
-warm up again; a kernel refit or a re-sketch, which change the feature space, empties
-them all. See docs/novelty.md.
+warm up again. A re-sketch rescales every buffer by how much the support rows' typical
+distance and base score changed (outliers already seen keep their place in the pool); a
+kernel refit, a new feature space, refills them from the reservoir's recent rows. Either
+way the batch after it is scored against a calibrated pool. See docs/novelty.md.
 """
 
 from __future__ import annotations
@@ -131,6 +133,12 @@ class NoveltyBuffers:
     def push(self, labels: np.ndarray, sq_distances: np.ndarray) -> None:
         """Add every row's distance to its cluster's buffer (in row order)."""
         _nn.push_members(labels, sq_distances, self.ring, self.ordered, self.heads, self.sizes)
+
+    def scale(self, factor: float) -> None:
+        """Multiply every value held by ``factor`` > 0 (the order is kept)."""
+        written = self._written()
+        self.ring[written] *= factor
+        self.ordered[written] *= factor
 
     def forget(self, ids: Any) -> None:
         """Empty the buffers of the clusters ``ids`` (they warm up again)."""
@@ -242,6 +250,38 @@ def support_scores(centers: Any, x: np.ndarray, labels: np.ndarray, second: np.n
     return out
 
 
+def newest_support_rows(centers: SupportCenters, window: int
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The newest ``window`` support rows of each center of ``centers`` (all of a smaller
+    one) and the position of the center each belongs to."""
+    ends = np.asarray(centers.offsets[1:], dtype=np.int64)
+    starts = np.maximum(np.asarray(centers.offsets[:-1], dtype=np.int64), ends - window)
+    picked = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)]
+                            or [np.zeros(0, dtype=np.int64)])
+    owners = np.repeat(np.arange(ends.shape[0], dtype=np.int64), ends - starts)
+    return centers.rows[picked], owners
+
+
+def leave_one_out_support_scores(centers: SupportCenters, rows: np.ndarray,
+                                 owners: np.ndarray, second: np.ndarray,
+                                 m: int = NEIGHBOURS) -> tuple[np.ndarray, np.ndarray]:
+    """Base scores of support ``rows`` of ``centers`` (each among the supports of its owner,
+    position ``owners``) without the row itself among its neighbours, and the mask of rows
+    that have a neighbour besides themselves.
+
+    The mean over the ``m + 1`` nearest supports counts the row's own distance, 0; the mean
+    over the other ``size - 1`` is that mean times ``size / (size - 1)``."""
+    sizes = np.diff(np.asarray(centers.offsets, dtype=np.int64))
+    held = sizes[owners] + np.where(second >= 0, sizes[np.maximum(second, 0)], 0)
+    size = np.minimum(m + 1, held).astype(np.float64)
+    scored = size > 1
+    scores = support_scores(centers, rows, owners, second, m + 1)
+    assert scores is not None  # support rows
+    out = np.zeros(rows.shape[0])
+    out[scored] = scores[scored] * size[scored] / (size[scored] - 1.0)
+    return out, scored
+
+
 def two_nearest(distances: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                   np.ndarray]:
     """Nearest and second-nearest center of each row of ``distances`` (n, k) and their
@@ -325,14 +365,70 @@ class NoveltyMixin:
         return buffers
 
     def _forget_rebuilt(self, events: Any) -> None:
-        """Empty both buffer sets of the clusters the ``events`` rebuilt."""
+        """Empty both buffer sets of the clusters the ``events`` rebuilt; after a kernel
+        refit, refill them all from the model's own rows (:meth:`_refill_novelty`)."""
         self._novelty_buffers().forget_rebuilt(events)
         self._novelty_score_buffers().forget_rebuilt(events)
+        if any(event.get("event") == "kernel_refreshed" for event in events):
+            self._refill_novelty()
 
-    def _forget_all_novelty(self) -> None:
-        """Empty every buffer (the feature space changed)."""
-        self._novelty_buffers().forget(self._position_ids())
-        self._novelty_score_buffers().forget(self._position_ids())
+    def _novelty_scale(self) -> tuple[float, float]:
+        """Typical values of the two buffer sets' quantities in the current feature space:
+        the median distance of the newest support rows to their own center and their median
+        leave-one-out base score (NaN without ``outlier_alpha``); for explicit centers, the
+        mean squared distance between centers, for both. NaN where there is nothing to
+        measure."""
+        centers = self._centers  # type: ignore[attr-defined]
+        if not isinstance(centers, SupportCenters):
+            c = np.asarray(centers.centers, dtype=np.float64)
+            if c.shape[0] < 2:
+                return np.nan, np.nan
+            gaps = ((c[:, None, :] - c[None, :, :]) ** 2).sum(-1)[np.triu_indices(c.shape[0], 1)]
+            return float(gaps.mean()), float(gaps.mean())
+        rows, owners = newest_support_rows(centers, int(self.novelty_window))
+        if not rows.shape[0]:
+            return np.nan, np.nan
+        distances = self._chunked_distances(centers, rows)  # type: ignore[attr-defined]
+        at = np.arange(rows.shape[0])
+        center = float(np.median(distances[at, owners]))
+        if self.outlier_alpha is None or centers.n_clusters < 2:
+            return center, np.nan
+        rest = distances.copy()
+        rest[at, owners] = np.inf
+        second = np.argmin(rest, axis=1).astype(np.int64)
+        scores, scored = leave_one_out_support_scores(centers, rows, owners, second)
+        return center, float(np.median(scores[scored])) if scored.any() else np.nan
+
+    def _rescale_novelty(self, before: tuple[float, float]) -> None:
+        """After a re-sketch (the support rows or centroids already re-projected): scale each
+        buffer set by how much its typical value changed from ``before``
+        (:meth:`_novelty_scale`), so the records already seen, outliers among them, keep
+        their place in the pool and the next batch is scored against it; a set whose
+        change cannot be measured is emptied and warms up again."""
+        after = self._novelty_scale()
+        for buffers, old, new in ((self._novelty_buffers(), before[0], after[0]),
+                                  (self._novelty_score_buffers(), before[1], after[1])):
+            if np.isfinite(old) and np.isfinite(new) and old > 0 and new > 0:
+                buffers.scale(new / old)
+            else:
+                buffers.forget(buffers.ids)
+
+    def _refill_novelty(self) -> None:
+        """After a kernel refit (a new feature space, not a rescaled one): fill the buffers,
+        just emptied, with the distances of the reservoir's recent rows (every row, outliers
+        among them) to their nearest center, so the next batch is scored against a
+        calibrated pool instead of none (the refitted graph kernels have explicit centers:
+        no base scores).
+        Without a reservoir the buffers warm up from the next batches."""
+        centers = self._centers  # type: ignore[attr-defined]
+        window = int(self.novelty_window)
+        reservoir = self.__dict__.get("_reservoir")
+        if reservoir is None or not reservoir.rows.shape[0]:
+            return
+        recent = reservoir.rows[-window * centers.n_clusters:]
+        x = self._kernel_spec.prepare(recent)  # type: ignore[attr-defined]
+        labels, nearest, _, _ = two_nearest(self._chunked_distances(centers, x))  # type: ignore[attr-defined]
+        self._novelty_buffers().push(labels, nearest.astype(np.float64))
 
     def _novelty_screen(self) -> NoveltyScreen:
         return NoveltyScreen(self._novelty_buffers(), self._novelty_score_buffers(),

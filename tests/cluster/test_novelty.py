@@ -396,19 +396,74 @@ def test_a_drift_split_empties_both_halves_buffers_and_keeps_the_others():
     assert new_rows.any() and (report.novelty[new_rows] < 1.0).any()  # the pool scores them
 
 
-def test_a_kernel_refit_empties_every_buffer():
+def test_a_kernel_refit_refills_every_buffer_from_the_reservoir_in_the_new_space():
     model = MiniBatchKernelKMeans(3, kernel="anchor", random_state=0, outlier_alpha=0.01)
-    refreshed = False
     for seed in range(8):
         report = model.step(_inliers(1024, seed=seed))
-        if refreshed:
-            assert (report.novelty == 1.0).all()  # warming up in the new feature space
-            assert (model._novelty.sizes == 256).all()  # 1,024 rows: every buffer full again
-            return
         if any(e["event"] == "kernel_refreshed" for e in report.events):
-            assert (model._novelty.sizes == 0).all()
-            refreshed = True
-    pytest.fail("the anchor kernel was never refitted")
+            break
+    else:
+        pytest.fail("the anchor kernel was never refitted")
+    recent = model._reservoir.rows[-256 * 3:]
+    distances = model.transform(recent)
+    labels = np.argmin(distances, axis=1)
+    for j in range(3):  # each cluster's buffer: its newest reservoir members' distances now
+        members = distances[labels == j, j]
+        held = model._novelty.ordered[j, :model._novelty.sizes[j]]
+        np.testing.assert_allclose(np.sort(held), np.sort(members[-256:]), rtol=1e-6, atol=1e-9)
+    after = model.step(_inliers(1024, seed=20))
+    assert (after.novelty < 1.0).mean() > 0.9  # scored against the refilled buffers at once
+
+
+def _rotation(theta):
+    c, s_ = np.cos(theta), np.sin(theta)
+    return np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _leave_one_out_reference(model):
+    """Plain numpy (rbf): the base score of each support row among the newest 256 of its
+    center, against the supports of its own and its next-nearest center but itself."""
+    centers = model._centers
+    gamma = float(model._kernel_spec.gamma)
+    feature = np.maximum(2.0 - 2.0 * np.exp(-gamma * (
+        (centers.rows[:, None, :] - centers.rows[None, :, :]) ** 2).sum(-1)), 0.0)
+    d = model.transform(centers.rows)
+    k = centers.n_clusters
+    out = []
+    for j in range(k):
+        for i in range(max(centers.offsets[j], centers.offsets[j + 1] - 256),
+                       centers.offsets[j + 1]):
+            second = min((c for c in range(k) if c != j), key=lambda c: d[i, c])
+            cols = [t for c in (j, second)
+                    for t in range(centers.offsets[c], centers.offsets[c + 1]) if t != i]
+            out.append(np.sort(feature[i, cols])[:NEIGHBOURS].mean())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("policy", ["exclude", "learn"])
+@pytest.mark.parametrize("sketch", ["rotated_and_stretched", "random_linear"])
+def test_a_resketch_keeps_the_flag_rate_calibrated_from_the_next_batch_on(policy, sketch):
+    """The pool is rescaled by the change of the supports' typical base score: records
+    already seen, outliers among them, keep their place in it, and the batch right after the
+    re-sketch is flagged at about ``outlier_alpha`` (not at 0, as against an empty pool, nor
+    at twice it, as against the supports alone, which ``exclude`` keeps free of outliers)."""
+    alpha = 0.1
+    maps = {"rotated_and_stretched": _rotation(0.7) * 1.5,
+            "random_linear": np.random.default_rng(5).normal(size=(3, 3)) / np.sqrt(3)}
+    m = maps[sketch]
+    model = MiniBatchKernelKMeans(3, random_state=0, outlier_alpha=alpha, tau=100,
+                                  outliers=policy)
+    for i in range(12):
+        x = _inliers(300, seed=i)
+        model.step(x, raw=x)
+    pool_before, old = _pool(model._novelty_scores), np.median(_leave_one_out_reference(model))
+    model.resketch(lambda raw: np.asarray(raw) @ m.T)
+    factor = np.median(_leave_one_out_reference(model)) / old
+    np.testing.assert_allclose(_pool(model._novelty_scores), pool_before * factor, rtol=1e-6)
+    flagged = [model.step(_inliers(300, seed=i) @ m.T, raw=_inliers(300, seed=i)).outliers.mean()
+               for i in range(12, 20)]
+    assert alpha / 2 <= flagged[0] <= 2 * alpha, flagged
+    assert alpha / 2 <= np.mean(flagged) <= 2 * alpha, flagged
 
 
 def test_an_outlier_level_no_record_could_reach_is_refused_naming_both_values():
