@@ -151,8 +151,8 @@ def _count_lines(path: Path) -> int:
 class StreamWriter(threading.Thread):
     """Appends the demo stream to ``path`` at ``rate`` records per second.
 
-    Once the file holds ``max_bytes`` or more it is renamed to ``<path>.1`` (replacing the
-    older one) and a new file is started at ``path``: the service's file tailer reads the
+    Once the file holds ``max_bytes`` or more, the next write renames it to ``<path>.1``
+    (replacing the older one) and starts a new file at ``path`` with its lines: the service's file tailer reads the
     renamed file to its end, then follows the new one, and the stream takes at most about
     ``2 * max_bytes`` on disk. ``<path>.count`` holds how many records came before the
     current file, so a restarted writer continues the same numbering.
@@ -194,13 +194,14 @@ class StreamWriter(threading.Thread):
                 if count <= 0:
                     continue
                 owed -= count
-                fh.write(self.stream.lines(self.written, count))
-                fh.flush()
-                self.written += count
                 if self.max_bytes is not None and fh.tell() >= self.max_bytes:
+                    # moved aside just before a write: a new file never stays empty
                     fh.close()
                     self._rotate()
                     fh = open(self.path, "ab")
+                fh.write(self.stream.lines(self.written, count))
+                fh.flush()
+                self.written += count
         finally:
             fh.close()
 
