@@ -52,6 +52,10 @@ NEIGHBOURS = 20
 _PREFIX = "novelty_"
 #: State prefix of the buffers of base scores.
 SCORE_PREFIX = "novelty_score_"
+#: Support rows (the newest of each center, ``novelty_window`` at most per center) whose
+#: medians measure how a re-sketch rescaled the buffers: a median of 256 values is within a
+#: few percent of the whole store's, at a cost that does not grow with ``tau``.
+SCALE_ROWS = 256
 #: Rows of a kernel block computed at once by :func:`support_scores`, times the supports.
 _BLOCK_ELEMENTS = 1 << 22
 
@@ -374,7 +378,8 @@ class NoveltyMixin:
 
     def _novelty_scale(self) -> tuple[float, float]:
         """Typical values of the two buffer sets' quantities in the current feature space:
-        the median distance of the newest support rows to their own center and their median
+        the median distance of the newest support rows (:data:`SCALE_ROWS` in all at most)
+        to their own center and their median
         leave-one-out base score (NaN without ``outlier_alpha``); for explicit centers, the
         mean squared distance between centers, for both. NaN where there is nothing to
         measure."""
@@ -385,7 +390,8 @@ class NoveltyMixin:
                 return np.nan, np.nan
             gaps = ((c[:, None, :] - c[None, :, :]) ** 2).sum(-1)[np.triu_indices(c.shape[0], 1)]
             return float(gaps.mean()), float(gaps.mean())
-        rows, owners = newest_support_rows(centers, int(self.novelty_window))
+        per_center = max(1, min(int(self.novelty_window), SCALE_ROWS // centers.n_clusters))
+        rows, owners = newest_support_rows(centers, per_center)
         if not rows.shape[0]:
             return np.nan, np.nan
         distances = self._chunked_distances(centers, rows)  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from streamkm import MiniBatchKernelKMeans, ParameterError
-from streamkm.cluster._novelty import MIN_MEMBERS, NEIGHBOURS, NoveltyBuffers
+from streamkm.cluster._novelty import MIN_MEMBERS, NEIGHBOURS, SCALE_ROWS, NoveltyBuffers
 
 pytestmark = pytest.mark.unit
 
@@ -421,17 +421,19 @@ def _rotation(theta):
 
 
 def _leave_one_out_reference(model):
-    """Plain numpy (rbf): the base score of each support row among the newest 256 of its
-    center, against the supports of its own and its next-nearest center but itself."""
+    """Plain numpy (rbf): the base score of each support row among the newest
+    ``SCALE_ROWS / k`` of its center, against the supports of its own and its next-nearest
+    center but itself."""
     centers = model._centers
     gamma = float(model._kernel_spec.gamma)
     feature = np.maximum(2.0 - 2.0 * np.exp(-gamma * (
         (centers.rows[:, None, :] - centers.rows[None, :, :]) ** 2).sum(-1)), 0.0)
     d = model.transform(centers.rows)
     k = centers.n_clusters
+    per_center = min(256, SCALE_ROWS // k)
     out = []
     for j in range(k):
-        for i in range(max(centers.offsets[j], centers.offsets[j + 1] - 256),
+        for i in range(max(centers.offsets[j], centers.offsets[j + 1] - per_center),
                        centers.offsets[j + 1]):
             second = min((c for c in range(k) if c != j), key=lambda c: d[i, c])
             cols = [t for c in (j, second)
