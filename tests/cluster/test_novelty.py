@@ -468,6 +468,25 @@ def test_a_resketch_keeps_the_flag_rate_calibrated_from_the_next_batch_on(policy
     assert alpha / 2 <= np.mean(flagged) <= 2 * alpha, flagged
 
 
+def test_a_resketch_of_explicit_centers_scales_their_buffers_with_the_centers_gaps():
+    """The linear kernel keeps no support rows: its buffers of center distances scale as the
+    mean squared distance between centers does (a stretch by 1.5 multiplies both by 2.25),
+    and the batch after the re-sketch is flagged at about ``outlier_alpha``."""
+    alpha = 0.1
+    model = MiniBatchKernelKMeans(3, kernel="linear", random_state=0, outlier_alpha=alpha)
+    for i in range(12):
+        x = _inliers(300, seed=i)
+        model.step(x, raw=x)
+    before = _pool(model._novelty)
+    stretch = _rotation(0.7) * 1.5
+    model.resketch(lambda raw: np.asarray(raw) @ stretch.T)
+    np.testing.assert_allclose(_pool(model._novelty), before * 2.25, rtol=1e-9)
+    flagged = [model.step(_inliers(300, seed=i) @ stretch.T,
+                          raw=_inliers(300, seed=i)).outliers.mean() for i in range(12, 20)]
+    assert alpha / 2 <= flagged[0] <= 2 * alpha, flagged
+    assert alpha / 2 <= np.mean(flagged) <= 2 * alpha, flagged
+
+
 def test_an_outlier_level_no_record_could_reach_is_refused_naming_both_values():
     """The smallest novelty against a buffer of ``novelty_window`` distances is
     1 / (novelty_window + 1): a lower ``outlier_alpha`` would silently flag nothing."""
