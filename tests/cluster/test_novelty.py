@@ -487,6 +487,26 @@ def test_a_resketch_of_explicit_centers_scales_their_buffers_with_the_centers_ga
     assert alpha / 2 <= np.mean(flagged) <= 2 * alpha, flagged
 
 
+@pytest.mark.parametrize("kernel", ["linear", "anchor"])
+def test_explicit_centers_keep_their_members_distances_to_the_centers_as_updated(kernel):
+    """With explicit centers a cluster's buffer holds its newest members' distances to the
+    center the next batch is scored against (as the step's update left it), so a center's
+    move between steps does not shift the whole batch against its buffer."""
+    model = MiniBatchKernelKMeans(3, kernel=kernel, random_state=0, tol=0.0)
+    for i in range(3):
+        model.step(_inliers(600, seed=i))
+    x = _inliers(600, seed=3)
+    report = model.step(x)
+    assert report.updated
+    now = model.transform(x)[np.arange(600), report.labels]
+    for j in range(3):
+        members = now[report.labels == j][-256:]
+        held = model._novelty.ordered[j, :model._novelty.sizes[j]]
+        gaps = np.abs(members[:, None] - held[None, :]).min(axis=1)
+        assert gaps.max() <= 1e-6 * max(1.0, float(members.max())), gaps.max()
+    assert not np.allclose(now, report.sq_distances)  # the centers moved in this step
+
+
 def test_an_outlier_level_no_record_could_reach_is_refused_naming_both_values():
     """The smallest novelty against a buffer of ``novelty_window`` distances is
     1 / (novelty_window + 1): a lower ``outlier_alpha`` would silently flag nothing."""
