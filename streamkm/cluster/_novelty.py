@@ -17,7 +17,8 @@ A model without support rows (explicit centers: the linear kernel, and the graph
 feature maps) scores a record by its squared distance to its assigned center, against that
 cluster's own buffer of recent members' distances (against the pool while the cluster holds
 fewer than :data:`MIN_MEMBERS`): pooled, one cluster's moving center shifts every other
-cluster's calibration too.
+cluster's calibration too. Those members' distances are measured to the center as the
+step's update left it, the one the next batch is scored against.
 
 A second set of buffers, of the members' squared distances to their centers, serves
 drift handling (births compare a group of flagged rows with their cluster's members).
