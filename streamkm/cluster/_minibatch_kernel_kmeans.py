@@ -567,21 +567,6 @@ class MiniBatchKernelKMeans(NoveltyMixin, PreservesFloat32Mixin, ClassNamePrefix
         self._forget_rebuilt(events)
         return events
 
-    def _members_distances(self, x: np.ndarray, diag: np.ndarray, outcome: Any) -> np.ndarray:
-        """The distances of the step's rows that enter their clusters' novelty buffers.
-
-        Explicit centers: each row's distance to its own center as the update left it, the
-        center the next batch is scored against (a center's move between steps shifts all
-        its members' distances together: measured at the old center, a move that lifts them
-        would flag the next batch by the dozen). Support rows: the distance before the update
-        (a row that just joined a center's support would be measured in-sample)."""
-        if not isinstance(self._centers, ExplicitCenters) or outcome.objective_after is None:
-            return outcome.min_sq_distances
-        centers = self._centers.centers[outcome.labels]
-        own = (diag - 2.0 * np.einsum("ij,ij->i", x, centers)
-               + self._centers.center_sq_norms[outcome.labels])
-        return np.maximum(own, 0.0).astype(outcome.min_sq_distances.dtype, copy=False)
-
     def _learn(self, x: np.ndarray, raw: RawRows | None, weights: np.ndarray | None
                ) -> StepReport:
         """The step on prepared rows (:meth:`KernelSpec.prepare`)."""

@@ -57,6 +57,9 @@ SCORE_PREFIX = "novelty_score_"
 #: medians measure how a re-sketch rescaled the buffers: a median of 256 values is within a
 #: few percent of the whole store's, at a cost that does not grow with ``tau``.
 SCALE_ROWS = 256
+#: Units in the last place within which :meth:`NoveltyMixin.score_samples` takes a buffered
+#: distance for a row's own (the error of a kernel distance from its three terms).
+ROUNDING_ULPS = 64
 #: Rows of a kernel block computed at once by :func:`support_scores`, times the supports.
 _BLOCK_ELEMENTS = 1 << 22
 
@@ -437,6 +440,21 @@ class NoveltyMixin:
         labels, nearest, _, _ = two_nearest(self._chunked_distances(centers, x))  # type: ignore[attr-defined]
         self._novelty_buffers().push(labels, nearest.astype(np.float64))
 
+    def _members_distances(self, x: np.ndarray, diag: np.ndarray, outcome: Any) -> np.ndarray:
+        """The distances of the step's rows that enter their clusters' novelty buffers.
+
+        Explicit centers: each row's distance to its own center as the update left it, the
+        center the next batch is scored against (a center's move between steps shifts all
+        its members' distances together: measured at the old center, a move that lifts them
+        would flag the next batch by the dozen). Support rows: the distance before the update
+        (a row that just joined a center's support would be measured in-sample)."""
+        store = self._centers  # type: ignore[attr-defined]
+        if isinstance(store, SupportCenters) or outcome.objective_after is None:
+            return outcome.min_sq_distances
+        own = (diag - 2.0 * np.einsum("ij,ij->i", x, store.centers[outcome.labels])
+               + store.center_sq_norms[outcome.labels])
+        return np.maximum(own, 0.0).astype(outcome.min_sq_distances.dtype, copy=False)
+
     def _novelty_screen(self) -> NoveltyScreen:
         return NoveltyScreen(self._novelty_buffers(), self._novelty_score_buffers(),
                              self.outlier_alpha, self.outliers == "exclude")
@@ -454,8 +472,22 @@ class NoveltyMixin:
         base = (None if self.outlier_alpha is None
                 else support_scores(self._centers, x, labels, second))  # type: ignore[attr-defined]
         if base is None:
-            return self._novelty_buffers().pvalues(labels, nearest)
+            return self._novelty_buffers().pvalues(labels, self._within_rounding(x, labels, nearest))
         return self._novelty_score_buffers().pooled_pvalues(base)
+
+    def _within_rounding(self, x: np.ndarray, labels: np.ndarray, nearest: np.ndarray
+                         ) -> np.ndarray:
+        """``nearest`` lowered by the rounding error of a squared distance computed as
+        ``K(x, x) - 2 <phi(x), C> + <C, C>`` (:data:`ROUNDING_ULPS` units in the last place
+        of the larger terms), so that a buffered value equal to a row's distance up to
+        rounding counts as at least as far. A row of the model's last batch meets its own
+        distance in its cluster's buffer, and the same distance computed in batches of other
+        shapes differs in its last bits: without this its novelty would depend on which
+        other rows it was scored with."""
+        scale = (np.abs(self._kernel_spec.diagonal(x)).astype(np.float64)  # type: ignore[attr-defined]
+                 + np.abs(self._centers.center_sq_norms[labels]))  # type: ignore[attr-defined]
+        eps = float(np.finfo(np.asarray(nearest).dtype).eps)
+        return np.asarray(nearest, dtype=np.float64) - ROUNDING_ULPS * eps * scale
 
     def _prepared(self, X: Any) -> np.ndarray:
         self._check_fitted()  # type: ignore[attr-defined]
