@@ -125,13 +125,17 @@ def num_threads(n: int) -> Iterator[None]:
         _state["n"] = previous  # automatic again if it was
 
 
-def row_chunks(n_rows: int, n_cols: int, threads: int) -> list[tuple[int, int]]:
+def row_chunks(n_rows: int, n_cols: int) -> list[tuple[int, int]]:
     """Row ranges covering ``n_rows``: each chunk's (rows x n_cols) block stays near
-    2^21 entries, at least ``_MIN_CHUNK_ROWS`` rows, and there are at least ``threads``
-    chunks when the rows allow it."""
+    2^21 entries and holds at least ``_MIN_CHUNK_ROWS`` rows.
+
+    The chunks depend on the block's shape only, never on the thread count: a row's kernel
+    values come from a matrix product whose last bits depend on the shape it is computed in
+    (float32 GEMM), and the thread count follows the machine's load, so chunks that followed
+    it would make a model depend on how busy the machine was. A block small enough for one
+    chunk runs on one thread, where a second does not pay."""
     by_size = math.ceil(n_rows * max(n_cols, 1) / _CHUNK_ELEMENTS)
-    n_chunks = max(by_size, threads)
-    n_chunks = max(1, min(n_chunks, math.ceil(n_rows / _MIN_CHUNK_ROWS)))
+    n_chunks = max(1, min(by_size, math.ceil(n_rows / _MIN_CHUNK_ROWS)))
     step = math.ceil(n_rows / n_chunks)
     return [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
 

@@ -326,7 +326,7 @@ class SupportCenters:
         support_diag = self.kernel.diagonal(self.rows) if neighbours else None
         with step_threads():
             threads = block_threads(b, self.rows.shape[0])
-            chunks = row_chunks(b, self.rows.shape[0], threads)
+            chunks = row_chunks(b, self.rows.shape[0])
             totals = np.zeros(len(chunks))
             ones = np.ones(group_lo.shape[0])
 
@@ -345,7 +345,8 @@ class SupportCenters:
                                               support_diag, neighbours, support_scores[a:e])
 
             run_row_chunks(assign, chunks, threads)
-            before = float(totals.sum()) / b
+            # from the rows, not the chunks' totals: the chunking follows the thread count
+            before = float(np.sum(mind, dtype=np.float64)) / b
             row_counts = np.bincount(labels, minlength=k).astype(np.int64)
             batch_counts = row_counts
             weighted_b = b
@@ -411,7 +412,7 @@ class SupportCenters:
             _nc.copy_own_segment(kn, labels[a:e], new_lo, new_hi, own_new[a:e])
 
         threads = block_threads(b, members.shape[0])
-        run_row_chunks(evaluate, row_chunks(b, members.shape[0], threads), threads)
+        run_row_chunks(evaluate, row_chunks(b, members.shape[0]), threads)
 
         kept = hi - keep_from
         sizes = kept + n_new
