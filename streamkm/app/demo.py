@@ -152,9 +152,9 @@ class StreamWriter(threading.Thread):
     """Appends the demo stream to ``path`` at ``rate`` records per second.
 
     Once the file holds ``max_bytes`` or more, the next write renames it to ``<path>.1``
-    (replacing the older one) and starts a new file at ``path`` with its lines: the service's file tailer reads the
-    renamed file to its end, then follows the new one, and the stream takes at most about
-    ``2 * max_bytes`` on disk. ``<path>.count`` holds how many records came before the
+    (replacing the older one) and starts a new file at ``path`` with its lines: the service's
+    file tailer reads the renamed file to its end, then follows the new one, and the stream
+    takes at most about ``2 * max_bytes`` on disk. ``<path>.count`` holds how many records came before the
     current file, so a restarted writer continues the same numbering.
     """
 

@@ -345,8 +345,7 @@ class SupportCenters:
                                               support_diag, neighbours, support_scores[a:e])
 
             run_row_chunks(assign, chunks, threads)
-            # from the rows, not the chunks' totals: the chunking follows the thread count
-            before = float(np.sum(mind, dtype=np.float64)) / b
+            before = float(totals.sum()) / b
             row_counts = np.bincount(labels, minlength=k).astype(np.int64)
             batch_counts = row_counts
             weighted_b = b

@@ -383,10 +383,9 @@ class NoveltyMixin:
     def _novelty_scale(self) -> tuple[float, float]:
         """Typical values of the two buffer sets' quantities in the current feature space:
         the median distance of the newest support rows (:data:`SCALE_ROWS` in all at most)
-        to their own center and their median
-        leave-one-out base score (NaN without ``outlier_alpha``); for explicit centers, the
-        mean squared distance between centers, for both. NaN where there is nothing to
-        measure."""
+        to their own center and their median leave-one-out base score (NaN without
+        ``outlier_alpha``); for explicit centers, the mean squared distance between centers,
+        for both. NaN where there is nothing to measure."""
         centers = self._centers  # type: ignore[attr-defined]
         if not isinstance(centers, SupportCenters):
             c = np.asarray(centers.centers, dtype=np.float64)
@@ -428,8 +427,7 @@ class NoveltyMixin:
         just emptied, with the distances of the reservoir's recent rows (every row, outliers
         among them) to their nearest center, so the next batch is scored against a
         calibrated pool instead of none (the refitted graph kernels have explicit centers:
-        no base scores).
-        Without a reservoir the buffers warm up from the next batches."""
+        no base scores). Without a reservoir the buffers warm up from the next batches."""
         centers = self._centers  # type: ignore[attr-defined]
         window = int(self.novelty_window)
         reservoir = self.__dict__.get("_reservoir")
