@@ -59,6 +59,14 @@ class ExplicitCenters:
         inner = x @ self.centers.T
         return _nc.sq_distances_from_inner(diag, inner, self.center_sq_norms, inner)
 
+    def own_sq_distances(self, x: np.ndarray, diag: np.ndarray, labels: np.ndarray
+                         ) -> np.ndarray:
+        """Squared distance of each row of ``x`` to its own center ``labels`` only: the
+        entries of :meth:`sq_distances` at the labels, clipped at 0 the same way."""
+        own = (diag - 2.0 * np.einsum("ij,ij->i", x, self.centers[labels])
+               + self.center_sq_norms[labels])
+        return np.maximum(own, 0.0).astype(x.dtype, copy=False)
+
     def step(
         self, x: np.ndarray, x_sq: np.ndarray, diag: np.ndarray, *, learning_rate: str,
         counts: np.ndarray, update: bool, raw: RawRows | None = None,

@@ -449,9 +449,8 @@ class NoveltyMixin:
         store = self._centers  # type: ignore[attr-defined]
         if isinstance(store, SupportCenters) or outcome.objective_after is None:
             return outcome.min_sq_distances
-        own = (diag - 2.0 * np.einsum("ij,ij->i", x, store.centers[outcome.labels])
-               + store.center_sq_norms[outcome.labels])
-        return np.maximum(own, 0.0).astype(outcome.min_sq_distances.dtype, copy=False)
+        return store.own_sq_distances(x, diag, outcome.labels).astype(
+            outcome.min_sq_distances.dtype, copy=False)
 
     def _novelty_screen(self) -> NoveltyScreen:
         return NoveltyScreen(self._novelty_buffers(), self._novelty_score_buffers(),
