@@ -71,7 +71,10 @@ def kmeans_1d(x: Any, k: int) -> tuple[np.ndarray, np.ndarray, float, np.ndarray
     sizes = np.diff(boundaries)
     sorted_labels = np.repeat(np.arange(k, dtype=np.int64), sizes)
     sums = np.add.reduceat(sorted_values, boundaries[:-1])
-    centers64 = sums / sizes
+    # a run's mean lies within the run, and the runs are sorted; rounding of sum / size can
+    # step outside it (four equal values whose mean is not that value), so clip to the run
+    centers64 = np.clip(sums / sizes, sorted_values[boundaries[:-1]],
+                        sorted_values[boundaries[1:] - 1])
     cost = float(np.sum((sorted_values - centers64[sorted_labels]) ** 2))
     labels = np.empty(n, dtype=np.int64)
     labels[order] = sorted_labels

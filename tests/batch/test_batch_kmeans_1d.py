@@ -87,6 +87,13 @@ def test_property_optimal_for_every_k(values, k):
     assert out[2] <= _brute_force_contiguous(arr, k) * (1 + 1e-9) + 1e-9
 
 
+@pytest.mark.parametrize("value", [683.6420273877136, 0.1, -1e-300, 3e7 + 0.3])
+def test_equal_values_split_in_two_keep_the_value_as_both_centers(value):
+    values = np.full(4, value)
+    _, centers, cost, _ = kmeans_1d(values, 2)
+    assert centers.tolist() == [value, value] and cost == 0.0
+
+
 def test_dtype_column_input_and_large_n():
     rng = np.random.default_rng(5)
     x = np.concatenate([rng.normal(c, 0.1, 2000) for c in (-5, 0, 5)]).astype(np.float32)
