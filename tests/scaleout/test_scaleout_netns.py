@@ -81,7 +81,8 @@ class Group:
         self.procs = {m: lab.popen(m, [sys.executable, "-m", "streamkm.cli", "run", "-c",
                                        str(c)], self.logs[m])
                       for m, c in self.configs.items()}
-        self.model = ModelTopic(broker.bootstrap, f"{prefix}-model")
+        self.model_topic = (broker.bootstrap, f"{prefix}-model")
+        self.model = ModelTopic(*self.model_topic)
 
     def alive(self) -> list[subprocess.Popen[bytes]]:
         return list(self.procs.values())
@@ -151,7 +152,7 @@ def test_slow_link_counts_exact(lab: tuple[NetnsLab, TansuBroker], tmp_path: Pat
                      for e in events(log, "service_stopped"))
               for m, log in group.logs.items()}
     assert worked["b"] > 0, worked  # the member behind the slow link did its share
-    assert_quality_of_one_process(version, 4000)
+    assert_quality_of_one_process(version, 4000, group.model_topic)
 
 
 def partition_mid_stream(group: Group, prefix: str, victim_of: dict[str, str]
@@ -186,7 +187,7 @@ def test_worker_partitioned_for_20s(lab: tuple[NetnsLab, TansuBroker], tmp_path:
     assert outage and float(outage[0]["ts"]) - cut_at <= DETECTION_BOUND_S + 2  # type: ignore
     assert events(group.logs[victim], "kafka_broker_connected")
     assert [m for _, m in leaders(group.logs)] == [leader]  # the leader never moved
-    assert_quality_of_one_process(version, 4000)
+    assert_quality_of_one_process(version, 4000, group.model_topic)
 
 
 def test_leader_partitioned_for_20s(lab: tuple[NetnsLab, TansuBroker], tmp_path: Path) -> None:
@@ -219,4 +220,4 @@ def test_leader_partitioned_for_20s(lab: tuple[NetnsLab, TansuBroker], tmp_path:
     first_new = min(v for v, p in publishers if p == new)
     assert not [v for v, p in publishers if p == old and v > first_new]
     assert version.leader == new and version.leadership.member == new
-    assert_quality_of_one_process(version, 4000)
+    assert_quality_of_one_process(version, 4000, group.model_topic)
