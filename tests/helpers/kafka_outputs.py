@@ -41,32 +41,53 @@ class PacedProducer(threading.Thread):
         self.poison: dict[tuple[int, int], str] = {}
         self._offsets = [0] * partitions
         self._finish = threading.Event()
+        self._producing = threading.Event()
+        self._producing.set()
+        self._chunk = threading.Lock()
         self.error: BaseException | None = None
 
     def finish(self) -> None:
         """Stop once ``minimum`` records exist (the current chunk is completed)."""
         self._finish.set()
+        self._producing.set()
+
+    def hold(self) -> None:
+        """Stop producing until :meth:`carry_on`; returns once no chunk is in flight, so
+        :attr:`produced` is final until then."""
+        self._producing.clear()
+        with self._chunk:
+            pass
+
+    def carry_on(self) -> None:
+        """Produce again after :meth:`hold`."""
+        self._producing.set()
 
     def run(self) -> None:
         try:
             while self.produced < self.maximum and not (self._finish.is_set()
                                                         and self.produced >= self.minimum):
-                messages = []
-                for i in range(self.produced, self.produced + self.chunk):
-                    partition = i % self.partitions
-                    if i % self.poison_every == self.poison_every - 1:
-                        value, reason = POISON[i % len(POISON)]
-                        self.poison[(partition, self._offsets[partition])] = reason
-                    else:
-                        value = valid_value(i)
-                        self.valid_ids.add(f"r{i}")
-                    self._offsets[partition] += 1
-                    messages.append((f"in-{i}".encode(), value, partition))
-                produce(self.bootstrap, self.topic, messages)
-                self.produced += self.chunk
+                self._producing.wait()
+                with self._chunk:
+                    if self._producing.is_set():
+                        self._produce_chunk()
                 self._finish.wait(self.pause_s)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
+
+    def _produce_chunk(self) -> None:
+        messages = []
+        for i in range(self.produced, self.produced + self.chunk):
+            partition = i % self.partitions
+            if i % self.poison_every == self.poison_every - 1:
+                value, reason = POISON[i % len(POISON)]
+                self.poison[(partition, self._offsets[partition])] = reason
+            else:
+                value = valid_value(i)
+                self.valid_ids.add(f"r{i}")
+            self._offsets[partition] += 1
+            messages.append((f"in-{i}".encode(), value, partition))
+        produce(self.bootstrap, self.topic, messages)
+        self.produced += self.chunk
 
 
 def last_per_key(messages: list[Any]) -> dict[bytes, Any]:
