@@ -386,6 +386,21 @@ def owned_partitions(log: Path) -> set[str]:
     return current
 
 
+def published_versions(bootstrap: str, topic: str) -> list[ModelVersion]:
+    """Every model version still on the scale-out model ``topic``, oldest first."""
+    from streamkm_connectors.scaleout_kafka import ModelReader
+
+    versions: list[ModelVersion] = []
+    reader = ModelReader({"bootstrap_servers": [bootstrap]}, topic, max_fetch_bytes=1 << 21,
+                         from_tail=False,
+                         on_version=lambda v, data: versions.append(ModelVersion.from_bytes(data)))
+    try:
+        reader.read_to_end(30)
+    finally:
+        reader.close()
+    return versions
+
+
 class ModelTopic:
     """Follows a scale-out model topic from the outside: the latest published version."""
 

@@ -26,6 +26,7 @@ from tests.helpers.kafka_broker import (
     create_topics,
     owned_partitions,
     produce,
+    published_versions,
     write_config,
 )
 from tests.helpers.processes import kill, log_events, start_service, stop, wait_until
@@ -114,18 +115,8 @@ def assert_quality_of_one_process(version: ModelVersion, n: int,
 def _version_history(bootstrap: str, topic: str, held_out: np.ndarray, truth: np.ndarray
                      ) -> list[tuple[int, str, int, list[int], float]]:
     """Every version still on the model topic with its held-out ARI."""
-    from streamkm_connectors.scaleout_kafka import ModelReader
-
-    versions: list[ModelVersion] = []
-    reader = ModelReader({"bootstrap_servers": [bootstrap]}, topic, max_fetch_bytes=1 << 21,
-                         from_tail=False,
-                         on_version=lambda v, data: versions.append(ModelVersion.from_bytes(data)))
-    try:
-        reader.read_to_end(30)
-    finally:
-        reader.close()
     out = []
-    for v in versions:
+    for v in published_versions(bootstrap, topic):
         model = v.build_model()
         if model is None or v.model_arrays is None:
             continue

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.kafka_broker import TansuBroker, owned_partitions as owned, start_tansu
+from tests.helpers.kafka_broker import (TansuBroker, owned_partitions as owned,
+                                        published_versions, start_tansu)
 from tests.helpers.processes import kill, log_events, stop, wait_until
 from tests.helpers.netns_lab import NetnsLab, unavailable
 from tests.scaleout.test_scaleout_kafka import (
@@ -39,7 +40,6 @@ from tests.scaleout.test_scaleout_kafka import (
 )
 
 from streamkm.scaleout.leader import ModelVersion
-from streamkm_connectors.scaleout_kafka import ModelReader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.netns,
               pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
@@ -208,15 +208,8 @@ def test_leader_partitioned_for_20s(lab: tuple[NetnsLab, TansuBroker], tmp_path:
     assert (events(group.logs[old], "scaleout_leader_fenced")
             or events(group.logs[old], "scaleout_leader_stepped_down"))
     # fenced: the old leader published nothing after its successor's first version
-    publishers: list[tuple[int, str]] = []
-    reader = ModelReader({"bootstrap_servers": [broker.bootstrap]}, "ns-leader-model",
-                         max_fetch_bytes=1 << 21, from_tail=False,
-                         on_version=lambda v, data: publishers.append(
-                             (v, ModelVersion.from_bytes(data).leader)))
-    try:
-        reader.read_to_end(30)
-    finally:
-        reader.close()
+    publishers = [(v.version, v.leader)
+                  for v in published_versions(broker.bootstrap, "ns-leader-model")]
     first_new = min(v for v, p in publishers if p == new)
     assert not [v for v, p in publishers if p == old and v > first_new]
     assert version.leader == new and version.leadership.member == new
