@@ -41,35 +41,28 @@ class PacedProducer(threading.Thread):
         self.poison: dict[tuple[int, int], str] = {}
         self._offsets = [0] * partitions
         self._finish = threading.Event()
-        self._producing = threading.Event()
-        self._producing.set()
-        self._chunk = threading.Lock()
+        self._chunk = threading.Lock()  # held while a chunk is produced, and by hold()
         self.error: BaseException | None = None
 
     def finish(self) -> None:
         """Stop once ``minimum`` records exist (the current chunk is completed)."""
         self._finish.set()
-        self._producing.set()
 
     def hold(self) -> None:
         """Stop producing until :meth:`carry_on`; returns once no chunk is in flight, so
         :attr:`produced` is final until then."""
-        self._producing.clear()
-        with self._chunk:
-            pass
+        self._chunk.acquire()
 
     def carry_on(self) -> None:
         """Produce again after :meth:`hold`."""
-        self._producing.set()
+        self._chunk.release()
 
     def run(self) -> None:
         try:
             while self.produced < self.maximum and not (self._finish.is_set()
                                                         and self.produced >= self.minimum):
-                self._producing.wait()
                 with self._chunk:
-                    if self._producing.is_set():
-                        self._produce_chunk()
+                    self._produce_chunk()
                 self._finish.wait(self.pause_s)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
